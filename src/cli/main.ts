@@ -1,0 +1,120 @@
+#!/usr/bin/env node
+/** The `horsies` command line. */
+import { Command, InvalidArgumentError } from 'commander';
+import { pino } from 'pino';
+import { Database } from '../db/Database.js';
+import { migrate } from '../db/Migrator.js';
+import { HorsiesError } from '../errors.js';
+import { loadApp } from './loadApp.js';
+
+function positiveInt(value: string): number {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 1) throw new InvalidArgumentError('must be a positive integer');
+  return n;
+}
+
+function list(value: string): string[] {
+  return value
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
+}
+
+function databaseUrl(option: string | undefined): string {
+  const url = option ?? process.env.DATABASE_URL;
+  if (!url) throw new HorsiesError('CONFIG_INVALID', 'no database: set DATABASE_URL or pass --database-url');
+  return url;
+}
+
+const program = new Command()
+  .name('horsies')
+  .description('PostgreSQL-backed background task queue')
+  .showHelpAfterError();
+
+program
+  .command('migrate')
+  .description('apply pending schema migrations (safe to run from many processes at once)')
+  .option('--database-url <url>', 'connection string (default: $DATABASE_URL)')
+  .option('--schema <name>', 'PostgreSQL schema (default: $HORSIES_SCHEMA or "horsies")')
+  .action(async (options: { databaseUrl?: string; schema?: string }) => {
+    const db = new Database({
+      connectionString: databaseUrl(options.databaseUrl),
+      schema: options.schema ?? (process.env.HORSIES_SCHEMA || 'horsies'),
+      poolSize: 1,
+    });
+    try {
+      const result = await migrate(db);
+      console.log(
+        result.applied.length > 0
+          ? `schema ${db.schema}: applied ${result.applied.join(', ')}; now at version ${result.version}`
+          : `schema ${db.schema}: already at version ${result.version}`,
+      );
+    } finally {
+      await db.end();
+    }
+  });
+
+program
+  .command('worker')
+  .description('run a worker for the tasks of the app exported by <module>')
+  .argument('<module>', 'file that exports the app (default export, or a named export "app")')
+  .option('--export <name>', 'name of the export that holds the app')
+  .option('--queues <list>', 'comma-separated queues to serve (default: all of the app)', list)
+  .option('--concurrency <n>', 'tasks held at once', positiveInt)
+  .option('--max-claim-batch <n>', 'most tasks claimed in one statement', positiveInt)
+  .option('--poll-interval <ms>', 'claim pass at least this often', positiveInt)
+  .option('--migrate', 'apply pending migrations before starting')
+  .action(
+    async (
+      modulePath: string,
+      options: {
+        export?: string;
+        queues?: string[];
+        concurrency?: number;
+        maxClaimBatch?: number;
+        pollInterval?: number;
+        migrate?: boolean;
+      },
+    ) => {
+      const app = await loadApp(modulePath, options.export);
+      if (options.migrate) await app.migrate();
+      const worker = app.worker({
+        queues: options.queues,
+        concurrency: options.concurrency,
+        maxClaimBatch: options.maxClaimBatch,
+        pollIntervalMs: options.pollInterval,
+      });
+      let signals = 0;
+      const onSignal = (signal: NodeJS.Signals): void => {
+        signals += 1;
+        if (signals > 1) {
+          app.logger.warn({ signal }, 'second signal: exiting at once');
+          process.exit(1);
+        }
+        app.logger.info({ signal }, 'signal received: shutting down');
+        void worker
+          .stop()
+          .then(() => app.close())
+          .then(
+            () => process.exit(0),
+            (error: unknown) => {
+              app.logger.error({ err: error }, 'shutdown failed');
+              process.exit(1);
+            },
+          );
+      };
+      process.on('SIGINT', onSignal);
+      process.on('SIGTERM', onSignal);
+      await worker.start();
+    },
+  );
+
+program.parseAsync(process.argv).catch((error: unknown) => {
+  const logger = pino({ name: 'horsies' });
+  if (error instanceof HorsiesError) {
+    console.error(`horsies: ${error.message}`);
+  } else {
+    logger.error({ err: error }, 'command failed');
+  }
+  process.exit(1);
+});

@@ -1,0 +1,106 @@
+/** A registered task type: its name, input schema, handler and defaults; the entry point for sending. */
+import type { StandardSchemaV1 } from '@standard-schema/spec';
+import type { Logger } from 'pino';
+import type { TaskError } from '../errors.js';
+import type { SendCallOptions, SendContext, SendOptions, SendTarget } from './send.js';
+import { insertTasks, prepareTask } from './send.js';
+import type { HandleHost } from './TaskHandle.js';
+import { TaskHandle } from './TaskHandle.js';
+
+/** What a handler gets besides its input. */
+export interface TaskContext {
+  /** The task's id. */
+  readonly taskId: string;
+  /** The task's registered name. */
+  readonly taskName: string;
+  /** The queue it was claimed from. */
+  readonly queue: string;
+  /** 1-based number of this execution attempt. */
+  readonly attempt: number;
+  /** How many retries came before this attempt. */
+  readonly retryCount: number;
+  /** Fires when the run should stop (shutdown, timeout, cancellation). Pass it to I/O that accepts one. */
+  readonly signal: AbortSignal;
+  /** A logger bound to this task. */
+  readonly logger: Logger;
+}
+
+/** A handler: returns the result, or returns or throws a {@link TaskError}. */
+export type TaskHandler<I, R> = (input: I, ctx: TaskContext) => R | TaskError | Promise<R | TaskError>;
+
+/** Definition of a task, given to `app.task()`. */
+export interface TaskConfig<S extends StandardSchemaV1, R> {
+  /** Unique name within the app; workers claim by name. 1–255 characters. */
+  name: string;
+  /** Standard Schema validator (zod, valibot, arktype...) of the input, checked at send and before the run. */
+  input: S;
+  /** The code that runs. */
+  handler: TaskHandler<StandardSchemaV1.InferOutput<S>, R>;
+  /** Queue; default: the app's default queue. */
+  queue?: string;
+  /** 1–100, lower runs first. Default 100. */
+  priority?: number;
+}
+
+/** One item of `sendMany`: an input and its own options. */
+export type SendManyItem<I> = { input: I } & SendOptions;
+
+/** A registered task. `S` is its input schema, `R` its result type. */
+export class TaskDefinition<S extends StandardSchemaV1 = StandardSchemaV1, R = unknown> {
+  readonly name: string;
+  readonly queue: string;
+  readonly priority: number;
+  readonly input: S;
+  readonly handler: TaskHandler<StandardSchemaV1.InferOutput<S>, R>;
+  private readonly target: SendTarget;
+
+  constructor(
+    config: TaskConfig<S, R> & { queue: string; priority: number },
+    private readonly ctx: SendContext,
+    private readonly host: HandleHost,
+  ) {
+    this.name = config.name;
+    this.queue = config.queue;
+    this.priority = config.priority;
+    this.input = config.input;
+    this.handler = config.handler;
+    this.target = { name: this.name, queue: this.queue, priority: this.priority, schema: this.input };
+  }
+
+  /** Sends one task. Validates everything before storing; throws a typed error on bad input. */
+  async send(
+    input: StandardSchemaV1.InferInput<S>,
+    options: SendOptions & SendCallOptions = {},
+  ): Promise<TaskHandle<R>> {
+    const { tx, ...sendOptions } = options;
+    const task = await prepareTask(this.ctx, this.target, input, sendOptions);
+    const [id] = await insertTasks(this.ctx.db, [task], tx);
+    return this.handle(id as string);
+  }
+
+  /**
+   * Sends many tasks in one statement. All items are validated first: if any is bad, nothing is stored.
+   * Returns one handle per item, in order.
+   */
+  async sendMany(
+    items: ReadonlyArray<SendManyItem<StandardSchemaV1.InferInput<S>>>,
+    options: SendCallOptions = {},
+  ): Promise<TaskHandle<R>[]> {
+    const tasks = [];
+    for (const [index, { input, ...itemOptions }] of items.entries()) {
+      try {
+        tasks.push(await prepareTask(this.ctx, this.target, input, itemOptions));
+      } catch (error) {
+        if (error instanceof Error) error.message = `sendMany item ${index}: ${error.message}`;
+        throw error;
+      }
+    }
+    const ids = await insertTasks(this.ctx.db, tasks, options.tx);
+    return ids.map((id) => this.handle(id));
+  }
+
+  /** A handle for an existing task of this type. */
+  handle(id: string): TaskHandle<R> {
+    return new TaskHandle<R>(this.host, id, this.name);
+  }
+}

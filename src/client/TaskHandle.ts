@@ -1,0 +1,34 @@
+/** A reference to one sent task: wait for its result, read its row. */
+import type { TaskResult } from '../errors.js';
+import type { TaskInfo } from '../types.js';
+
+/** What a handle needs from its app. */
+export interface HandleHost {
+  waitForResult<T>(id: string, timeoutMs?: number): Promise<TaskResult<T>>;
+  getTask(id: string, options?: { attempts?: boolean }): Promise<TaskInfo | null>;
+}
+
+/** A sent task. `R` is the task's result type. */
+export class TaskHandle<R> {
+  constructor(
+    private readonly host: HandleHost,
+    /** The task's id. */
+    readonly id: string,
+    /** The task's registered name. */
+    readonly taskName: string,
+  ) {}
+
+  /**
+   * Waits for the task to finish. Never throws for an outcome: resolves `{ ok: true, value }` or
+   * `{ ok: false, error }` with codes such as the handler's own, `WAIT_TIMEOUT` (nothing changed, wait again) or
+   * `TASK_NOT_FOUND`. Without `timeoutMs` it waits as long as it takes.
+   */
+  result(options: { timeoutMs?: number } = {}): Promise<TaskResult<R>> {
+    return this.host.waitForResult<R>(this.id, options.timeoutMs);
+  }
+
+  /** The task's current row (and its attempts, when asked), or null if it no longer exists. */
+  info(options: { attempts?: boolean } = {}): Promise<TaskInfo | null> {
+    return this.host.getTask(this.id, options);
+  }
+}

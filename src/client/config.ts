@@ -1,0 +1,85 @@
+/** The app's configuration and its validation. */
+import type { Pool } from 'pg';
+import type { Logger } from 'pino';
+import { z } from 'zod';
+import { QUEUE_NAME_PATTERN, parseConfig } from '../config.js';
+import { schemaNameProblems } from '../db/Database.js';
+
+/** Configuration of an {@link App}. Every field is optional. */
+export interface AppConfig {
+  /** Connection string. Default: `process.env.DATABASE_URL`. Ignored when `pool` is given. */
+  databaseUrl?: string;
+  /** An existing `pg` Pool to use; the app never ends it. */
+  pool?: Pool;
+  /** Size of the pool the app creates when `pool` is not given. Default 10. */
+  poolSize?: number;
+  /** PostgreSQL schema holding the tables. Default `process.env.HORSIES_SCHEMA`, else `horsies`. */
+  schema?: string;
+  /**
+   * The queues this app uses. Default `['default']`. Names: lowercase letter first, then a-z, 0-9, `_`, `-`,
+   * at most 26 characters (they become NOTIFY channel names).
+   */
+  queues?: string[];
+  /** Queue of tasks that name none. Default: the first of `queues`. */
+  defaultQueue?: string;
+  /** Largest task input, in bytes of JSON. Default 1 MiB. */
+  maxPayloadBytes?: number;
+  /** How often `handle.result()` re-reads awaited tasks without a notification. Default 2,000 ms. */
+  resultPollIntervalMs?: number;
+  /** Send statements as named prepared statements. Default true. */
+  preparedStatements?: boolean;
+  /** Logger. Default: pino at `process.env.HORSIES_LOG_LEVEL` or `info`. */
+  logger?: Logger;
+}
+
+const queueName = z
+  .string()
+  .regex(
+    QUEUE_NAME_PATTERN,
+    'must start with a lowercase letter, hold only a-z, 0-9, _ and -, at most 26 characters',
+  );
+
+const appConfigSchema = z
+  .strictObject({
+    databaseUrl: z.string().min(1).optional(),
+    pool: z
+      .custom<Pool>((v) => typeof v === 'object' && v !== null && 'query' in v, 'must be a pg Pool')
+      .optional(),
+    poolSize: z.number().int().min(1).max(1000).default(10),
+    schema: z
+      .string()
+      .superRefine((value, ctx) => {
+        for (const message of schemaNameProblems(value)) ctx.addIssue({ code: 'custom', message });
+      })
+      .default(() => process.env.HORSIES_SCHEMA || 'horsies'),
+    queues: z
+      .array(queueName)
+      .min(1)
+      .refine((qs) => new Set(qs).size === qs.length, 'must not repeat a queue')
+      .default(['default']),
+    defaultQueue: queueName.optional(),
+    maxPayloadBytes: z
+      .number()
+      .int()
+      .min(64)
+      .default(1024 * 1024),
+    resultPollIntervalMs: z.number().int().min(10).default(2000),
+    preparedStatements: z.boolean().default(true),
+    logger: z
+      .custom<Logger>((v) => typeof v === 'object' && v !== null && 'child' in v, 'must be a pino logger')
+      .optional(),
+  })
+  .superRefine((config, ctx) => {
+    if (config.defaultQueue !== undefined && !config.queues.includes(config.defaultQueue)) {
+      ctx.addIssue({ code: 'custom', path: ['defaultQueue'], message: 'must be one of queues' });
+    }
+  });
+
+/** An {@link AppConfig} with defaults applied. */
+export type ResolvedAppConfig = z.output<typeof appConfigSchema> & { defaultQueue: string };
+
+/** Validates an app config, applying defaults; throws a ConfigError listing every problem. */
+export function resolveAppConfig(config: AppConfig): ResolvedAppConfig {
+  const parsed = parseConfig('app config', appConfigSchema, config);
+  return { ...parsed, defaultQueue: parsed.defaultQueue ?? (parsed.queues[0] as string) };
+}

@@ -1,0 +1,352 @@
+/**
+ * Statements on `horsies_tasks` and `horsies_task_attempts`. Every statement that acts as the owner of a task
+ * (start, finish) is fenced: it names the worker and the claim generation it holds, and changes nothing when a
+ * later claim superseded it. Times come from the database clock.
+ */
+import { statement } from './Database.js';
+
+/** A full row of `horsies_tasks` as node-postgres returns it. */
+export interface TaskRow {
+  id: string;
+  task_name: string;
+  queue_name: string;
+  priority: number;
+  args: unknown;
+  kwargs: unknown;
+  status: string;
+  sent_at: Date;
+  enqueued_at: Date;
+  claimed_at: Date | null;
+  started_at: Date | null;
+  completed_at: Date | null;
+  failed_at: Date | null;
+  finished_at: Date | null;
+  result: unknown;
+  failed_reason: string | null;
+  error_code: string | null;
+  claimed: boolean;
+  claimed_by_worker_id: string | null;
+  claim_generation: number;
+  claim_expires_at: Date | null;
+  good_until: Date | null;
+  attempt: number;
+  retry_count: number;
+  max_retries: number;
+  next_retry_at: Date | null;
+  task_options: unknown;
+  worker_pid: number | null;
+  worker_hostname: string | null;
+  worker_process_name: string | null;
+  enqueue_sha: string | null;
+  idempotency_key: string | null;
+  created_at: Date;
+  updated_at: Date;
+}
+
+/** A row of `horsies_task_attempts`. */
+export interface AttemptRow {
+  task_id: string;
+  attempt: number;
+  outcome: string;
+  will_retry: boolean;
+  started_at: Date | null;
+  finished_at: Date;
+  error_code: string | null;
+  error_message: string | null;
+  failed_reason: string | null;
+  worker_id: string | null;
+  worker_hostname: string | null;
+  worker_pid: number | null;
+  worker_process_name: string | null;
+}
+
+/** One task to insert. `kwargs` is JSON text. */
+export interface TaskInsert {
+  id: string;
+  taskName: string;
+  queueName: string;
+  priority: number;
+  kwargs: string;
+  /** Delay from the database's `now()`; ignored when `runAt` is set. */
+  delayMs: number;
+  runAt: Date | null;
+  goodUntil: Date | null;
+  enqueueSha: string;
+  idempotencyKey: string | null;
+  maxRetries: number;
+}
+
+/** Outcome of one insert: the task that now holds the id or key, and whether this statement created it. */
+export interface TaskInsertRow {
+  requested_id: string;
+  /** Id of the stored task: the new one, or the one that already held the id or idempotency key. */
+  id: string | null;
+  enqueue_sha: string | null;
+  inserted: boolean;
+}
+
+/**
+ * Inserts many tasks in one statement. Rows whose id or idempotency key is taken are skipped and reported with
+ * the stored task's id and payload digest, so the caller can tell a repeat from a mismatch.
+ */
+export const TaskInsertMany = statement<{ tasks: TaskInsert[] }, TaskInsertRow>(
+  'TaskInsertMany',
+  `WITH input AS (
+     SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::jsonb[], $6::int[],
+                          $7::timestamptz[], $8::timestamptz[], $9::text[], $10::text[], $11::int[])
+       AS i(id, task_name, queue_name, priority, kwargs, delay_ms, run_at, good_until, enqueue_sha,
+            idempotency_key, max_retries)
+   ), inserted AS (
+     INSERT INTO {{schema}}.horsies_tasks
+       (id, task_name, queue_name, priority, kwargs, status, enqueued_at, good_until, enqueue_sha,
+        idempotency_key, max_retries)
+     SELECT id, task_name, queue_name, priority, kwargs, 'PENDING',
+            COALESCE(run_at, now() + delay_ms * interval '1 millisecond'), good_until, enqueue_sha,
+            idempotency_key, max_retries
+     FROM input
+     ON CONFLICT DO NOTHING
+     RETURNING id
+   )
+   SELECT i.id AS requested_id,
+          COALESCE(n.id, t.id) AS id,
+          CASE WHEN n.id IS NOT NULL THEN i.enqueue_sha ELSE t.enqueue_sha END AS enqueue_sha,
+          n.id IS NOT NULL AS inserted
+   FROM input i
+   LEFT JOIN inserted n ON n.id = i.id
+   LEFT JOIN LATERAL (
+     SELECT e.id, e.enqueue_sha FROM {{schema}}.horsies_tasks e
+     WHERE n.id IS NULL AND (e.id = i.id OR (i.idempotency_key IS NOT NULL AND e.idempotency_key = i.idempotency_key))
+     LIMIT 1
+   ) t ON true`,
+  ({ tasks }) => [
+    tasks.map((t) => t.id),
+    tasks.map((t) => t.taskName),
+    tasks.map((t) => t.queueName),
+    tasks.map((t) => t.priority),
+    tasks.map((t) => t.kwargs),
+    tasks.map((t) => t.delayMs),
+    tasks.map((t) => t.runAt),
+    tasks.map((t) => t.goodUntil),
+    tasks.map((t) => t.enqueueSha),
+    tasks.map((t) => t.idempotencyKey),
+    tasks.map((t) => t.maxRetries),
+  ],
+);
+
+/** Finds the tasks holding these ids or idempotency keys (the re-check after a conflict with a concurrent send). */
+export const TaskFindByIdsOrKeys = statement<
+  { ids: string[]; keys: string[] },
+  { id: string; idempotency_key: string | null; enqueue_sha: string | null }
+>(
+  'TaskFindByIdsOrKeys',
+  `SELECT id, idempotency_key, enqueue_sha FROM {{schema}}.horsies_tasks
+   WHERE id = ANY($1::text[]) OR idempotency_key = ANY($2::text[])`,
+  ({ ids, keys }) => [ids, keys],
+);
+
+/** Who is claiming, for the identity columns. */
+export interface WorkerIdentity {
+  workerId: string;
+  hostname: string;
+  pid: number;
+  processName: string;
+}
+
+/** A freshly claimed task, with what the worker needs to run it. */
+export interface ClaimedTaskRow {
+  id: string;
+  task_name: string;
+  queue_name: string;
+  priority: number;
+  kwargs: unknown;
+  claim_generation: number;
+  retry_count: number;
+  max_retries: number;
+  attempt: number;
+  enqueued_at: Date;
+}
+
+/**
+ * PENDING → CLAIMED for up to `limit` tasks of the given queues and names, in priority then enqueue order.
+ * `FOR UPDATE SKIP LOCKED` lets any number of workers claim at once without waiting on each other.
+ */
+export const TaskClaim = statement<
+  { queues: string[]; taskNames: string[]; limit: number; leaseMs: number; worker: WorkerIdentity },
+  ClaimedTaskRow
+>(
+  'TaskClaim',
+  `WITH next AS (
+     SELECT id FROM {{schema}}.horsies_tasks
+     WHERE status = 'PENDING'
+       AND queue_name = ANY($1::text[])
+       AND task_name = ANY($2::text[])
+       AND enqueued_at <= now()
+       AND (good_until IS NULL OR good_until > now())
+     ORDER BY priority, enqueued_at
+     LIMIT $3
+     FOR UPDATE SKIP LOCKED
+   )
+   UPDATE {{schema}}.horsies_tasks t
+   SET status = 'CLAIMED',
+       claimed = true,
+       claimed_at = now(),
+       claimed_by_worker_id = $5,
+       claim_generation = t.claim_generation + 1,
+       claim_expires_at = now() + $4 * interval '1 millisecond',
+       worker_hostname = $6,
+       worker_pid = $7,
+       worker_process_name = $8,
+       updated_at = now()
+   FROM next
+   WHERE t.id = next.id
+   RETURNING t.id, t.task_name, t.queue_name, t.priority, t.kwargs, t.claim_generation, t.retry_count,
+             t.max_retries, t.attempt, t.enqueued_at`,
+  ({ queues, taskNames, limit, leaseMs, worker }) => [
+    queues,
+    taskNames,
+    limit,
+    leaseMs,
+    worker.workerId,
+    worker.hostname,
+    worker.pid,
+    worker.processName,
+  ],
+);
+
+/** A task the worker holds: its id and the claim generation it got. */
+export interface OwnedTask {
+  id: string;
+  generation: number;
+}
+
+/**
+ * CLAIMED → RUNNING for tasks this worker still owns, counting a new attempt; or CLAIMED → EXPIRED
+ * (`TASK_EXPIRED`, no attempt row) for those whose `good_until` passed while they were claimed. Tasks missing
+ * from the result were reclaimed or cancelled meanwhile and must not run.
+ */
+export const TaskStartMany = statement<
+  { workerId: string; tasks: OwnedTask[] },
+  { id: string; status: 'RUNNING' | 'EXPIRED'; attempt: number; started_at: Date | null }
+>(
+  'TaskStartMany',
+  `WITH input AS (
+     SELECT * FROM unnest($2::text[], $3::int[]) AS i(id, generation)
+   ), target AS (
+     SELECT t.id, (t.good_until IS NOT NULL AND t.good_until <= now()) AS expired
+     FROM {{schema}}.horsies_tasks t JOIN input i ON i.id = t.id
+     WHERE t.status = 'CLAIMED' AND t.claimed_by_worker_id = $1 AND t.claim_generation = i.generation
+     FOR UPDATE OF t
+   )
+   UPDATE {{schema}}.horsies_tasks t
+   SET status = CASE WHEN g.expired THEN 'EXPIRED' ELSE 'RUNNING' END,
+       started_at = CASE WHEN g.expired THEN NULL ELSE now() END,
+       attempt = CASE WHEN g.expired THEN t.attempt ELSE t.attempt + 1 END,
+       claimed = NOT g.expired,
+       claim_expires_at = CASE WHEN g.expired THEN NULL ELSE t.claim_expires_at END,
+       finished_at = CASE WHEN g.expired THEN now() END,
+       error_code = CASE WHEN g.expired THEN 'TASK_EXPIRED' END,
+       failed_reason = CASE WHEN g.expired THEN 'good_until passed before the task started' END,
+       result = CASE WHEN g.expired THEN jsonb_build_object('err', jsonb_build_object(
+                  'code', 'TASK_EXPIRED', 'message', 'good_until passed before the task started')) END,
+       updated_at = now()
+   FROM target g
+   WHERE t.id = g.id
+   RETURNING t.id, t.status, t.attempt, t.started_at`,
+  ({ workerId, tasks }) => [workerId, tasks.map((t) => t.id), tasks.map((t) => t.generation)],
+);
+
+/** The final state of one execution, as the worker hands it to the completer. */
+export interface TaskFinish {
+  id: string;
+  generation: number;
+  status: 'COMPLETED' | 'FAILED';
+  /** JSON text of the result envelope. */
+  result: string;
+  errorCode: string | null;
+  errorMessage: string | null;
+  failedReason: string | null;
+}
+
+/**
+ * RUNNING → COMPLETED or FAILED for many tasks in one statement, writing each one's attempt row in the same
+ * (implicit) transaction. Fenced on worker and claim generation, so a replay or a finisher that lost its claim
+ * changes nothing; the ids returned are the tasks this call finished.
+ */
+export const TaskFinishMany = statement<{ worker: WorkerIdentity; tasks: TaskFinish[] }, { id: string }>(
+  'TaskFinishMany',
+  `WITH input AS (
+     SELECT * FROM unnest($5::text[], $6::int[], $7::text[], $8::jsonb[], $9::text[], $10::text[], $11::text[])
+       AS i(id, generation, status, result, error_code, error_message, failed_reason)
+   ), finished AS (
+     UPDATE {{schema}}.horsies_tasks t
+     SET status = i.status,
+         completed_at = CASE WHEN i.status = 'COMPLETED' THEN now() END,
+         failed_at = CASE WHEN i.status = 'FAILED' THEN now() END,
+         finished_at = now(),
+         result = i.result,
+         error_code = i.error_code,
+         failed_reason = i.failed_reason,
+         claimed = false,
+         claim_expires_at = NULL,
+         updated_at = now()
+     FROM input i
+     WHERE t.id = i.id AND t.status = 'RUNNING' AND t.claimed_by_worker_id = $1 AND t.claim_generation = i.generation
+     RETURNING t.id, t.attempt, t.started_at, i.status, i.error_code, i.error_message, i.failed_reason
+   ), recorded AS (
+     INSERT INTO {{schema}}.horsies_task_attempts
+       (task_id, attempt, outcome, will_retry, started_at, finished_at, error_code, error_message, failed_reason,
+        worker_id, worker_hostname, worker_pid, worker_process_name)
+     SELECT f.id, f.attempt, f.status, false, f.started_at, now(), f.error_code, f.error_message, f.failed_reason,
+            $1, $2, $3, $4
+     FROM finished f
+   )
+   SELECT id FROM finished`,
+  ({ worker, tasks }) => [
+    worker.workerId,
+    worker.hostname,
+    worker.pid,
+    worker.processName,
+    tasks.map((t) => t.id),
+    tasks.map((t) => t.generation),
+    tasks.map((t) => t.status),
+    tasks.map((t) => t.result),
+    tasks.map((t) => t.errorCode),
+    tasks.map((t) => t.errorMessage),
+    tasks.map((t) => t.failedReason),
+  ],
+);
+
+/** One task row by id. */
+export const TaskGet = statement<{ id: string }, TaskRow>(
+  'TaskGet',
+  `SELECT * FROM {{schema}}.horsies_tasks WHERE id = $1`,
+  ({ id }) => [id],
+);
+
+/** Status and result of many tasks (result waiters re-read with this after a notification or a poll). */
+export const TaskGetOutcomes = statement<
+  { ids: string[] },
+  { id: string; status: string; result: unknown; error_code: string | null; failed_reason: string | null }
+>(
+  'TaskGetOutcomes',
+  `SELECT id, status, result, error_code, failed_reason FROM {{schema}}.horsies_tasks WHERE id = ANY($1::text[])`,
+  ({ ids }) => [ids],
+);
+
+/** Count of tasks per status, optionally for some task names only. */
+export const TaskCountByStatus = statement<{ taskNames: string[] | null }, { status: string; count: number }>(
+  'TaskCountByStatus',
+  `SELECT status, count(*)::int AS count FROM {{schema}}.horsies_tasks
+   WHERE $1::text[] IS NULL OR task_name = ANY($1::text[])
+   GROUP BY status`,
+  ({ taskNames }) => [taskNames],
+);
+
+/** The attempts of one task, in order. */
+export const AttemptListByTask = statement<{ taskId: string }, AttemptRow>(
+  'AttemptListByTask',
+  `SELECT task_id, attempt, outcome, will_retry, started_at, finished_at, error_code, error_message, failed_reason,
+          worker_id, worker_hostname, worker_pid, worker_process_name
+   FROM {{schema}}.horsies_task_attempts WHERE task_id = $1 ORDER BY attempt`,
+  ({ taskId }) => [taskId],
+);

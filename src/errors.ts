@@ -1,0 +1,218 @@
+/**
+ * Errors. Two families, kept apart on purpose:
+ *
+ * - {@link TaskError} is a task *outcome*: a value a handler returns or throws, stored with the task and handed
+ *   back by `handle.result()`. Its `code` is what callers branch on.
+ * - {@link HorsiesError} and its subclasses are *faults* of the caller or the infrastructure (bad input, bad
+ *   config, a payload that does not match an earlier send). They are thrown at the earliest point, before
+ *   anything is stored.
+ *
+ * Callers match on classes or on `code`, never on message text.
+ */
+import type { JsonValue } from './types.js';
+
+/** Codes the library itself produces. User codes must not reuse them. */
+export const BUILTIN_ERROR_CODES = [
+  'UNHANDLED_ERROR',
+  'WORKER_CRASHED',
+  'TASK_TIMEOUT',
+  'TASK_EXPIRED',
+  'TASK_CANCELLED',
+  'WORKER_SHUTDOWN',
+  'VALIDATION_FAILED',
+  'RESULT_NOT_SERIALIZABLE',
+  'WAIT_TIMEOUT',
+  'TASK_NOT_FOUND',
+  'RESULT_NOT_AVAILABLE',
+  'UPSTREAM_SKIPPED',
+  'SUBWORKFLOW_FAILED',
+  'WORKFLOW_FAILED',
+  'WORKFLOW_CANCELLED',
+  'WORKFLOW_PAUSED',
+  'WORKFLOW_STOPPED',
+] as const;
+
+/** A code from {@link BUILTIN_ERROR_CODES}. */
+export type BuiltinErrorCode = (typeof BUILTIN_ERROR_CODES)[number];
+
+const ERROR_CODE_PATTERN = /^[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)*$/;
+
+/** True when `code` is UPPER_SNAKE_CASE (letters, digits, single underscores). */
+export function isValidErrorCode(code: string): boolean {
+  return code.length <= 100 && ERROR_CODE_PATTERN.test(code);
+}
+
+/**
+ * The failure outcome of a task. Handlers may `return` or `throw` one; `handle.result()` resolves to it inside a
+ * failed {@link TaskResult}.
+ */
+export class TaskError extends Error {
+  override readonly name = 'TaskError';
+  /** UPPER_SNAKE code that callers branch on. */
+  readonly code: string;
+  /** Optional JSON detail stored with the error. */
+  readonly data: JsonValue | undefined;
+
+  constructor(code: string, message: string, data?: JsonValue, options?: { cause?: unknown }) {
+    super(message, options);
+    if (!isValidErrorCode(code)) {
+      throw new TypeError(`TaskError code must be UPPER_SNAKE_CASE, got ${JSON.stringify(code)}`);
+    }
+    this.code = code;
+    this.data = data;
+  }
+
+  /** The JSON form stored in the task's `result` column. */
+  toJSON(): { code: string; message: string; data?: JsonValue } {
+    return this.data === undefined
+      ? { code: this.code, message: this.message }
+      : { code: this.code, message: this.message, data: this.data };
+  }
+}
+
+/** The settled outcome of a task: its typed value, or a {@link TaskError}. */
+export type TaskResult<T> = { ok: true; value: T } | { ok: false; error: TaskError };
+
+/** Builds a successful {@link TaskResult}. */
+export function ok<T>(value: T): TaskResult<T> {
+  return { ok: true, value };
+}
+
+/** Builds a failed {@link TaskResult}. */
+export function err<T = never>(error: TaskError): TaskResult<T> {
+  return { ok: false, error };
+}
+
+/** Base class of every fault the library throws. `code` is stable; the message is for humans. */
+export class HorsiesError extends Error {
+  override name = 'HorsiesError';
+  readonly code: string;
+
+  constructor(code: string, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.code = code;
+  }
+}
+
+/** One problem found while validating a configuration object. */
+export interface ConfigProblem {
+  /** Dotted path of the field, e.g. `worker.concurrency`. */
+  field: string;
+  /** The value that was given. */
+  value: unknown;
+  /** What is wrong with it. */
+  message: string;
+}
+
+/** A configuration object is invalid. Lists every problem found, not only the first. */
+export class ConfigError extends HorsiesError {
+  override name = 'ConfigError';
+  readonly problems: ConfigProblem[];
+
+  constructor(what: string, problems: ConfigProblem[]) {
+    const lines = problems.map((p) => `  - ${p.field}: ${p.message} (got ${describeValue(p.value)})`);
+    super('CONFIG_INVALID', `invalid ${what}:\n${lines.join('\n')}`);
+    this.problems = problems;
+  }
+}
+
+/** One issue reported by a Standard Schema validator. */
+export interface ValidationIssue {
+  message: string;
+  /** Path of the offending value inside the input, e.g. `['user', 'email']`. */
+  path: (string | number)[];
+}
+
+/** A task input failed the task's schema (at send, or again at the worker before the handler ran). */
+export class InputValidationError extends HorsiesError {
+  override name = 'InputValidationError';
+  readonly taskName: string;
+  readonly issues: ValidationIssue[];
+
+  constructor(taskName: string, issues: ValidationIssue[]) {
+    const detail = issues
+      .map((i) => `  - ${i.path.length > 0 ? i.path.join('.') : '(root)'}: ${i.message}`)
+      .join('\n');
+    super('VALIDATION_FAILED', `input of task "${taskName}" failed validation:\n${detail}`);
+    this.taskName = taskName;
+    this.issues = issues;
+  }
+}
+
+/** A value cannot be stored as JSON without changing (BigInt, a function, a cycle, a Date, NaN...). */
+export class NotSerializableError extends HorsiesError {
+  override name = 'NotSerializableError';
+  /** Where the value sits, e.g. `input.items[3]`. */
+  readonly path: string;
+
+  constructor(path: string, reason: string) {
+    super('PAYLOAD_NOT_SERIALIZABLE', `${path}: ${reason}`);
+    this.path = path;
+  }
+}
+
+/** A serialized payload is over the configured `maxPayloadBytes`. */
+export class PayloadTooLargeError extends HorsiesError {
+  override name = 'PayloadTooLargeError';
+  readonly sizeBytes: number;
+  readonly limitBytes: number;
+
+  constructor(taskName: string, sizeBytes: number, limitBytes: number) {
+    super(
+      'PAYLOAD_TOO_LARGE',
+      `input of task "${taskName}" is ${sizeBytes} bytes as JSON, over the limit of ${limitBytes} bytes (maxPayloadBytes)`,
+    );
+    this.sizeBytes = sizeBytes;
+    this.limitBytes = limitBytes;
+  }
+}
+
+/** A queue name that the app does not declare. */
+export class UnknownQueueError extends HorsiesError {
+  override name = 'UnknownQueueError';
+  readonly queue: string;
+
+  constructor(queue: string, known: readonly string[]) {
+    super('UNKNOWN_QUEUE', `unknown queue "${queue}"; the app declares: ${known.join(', ')}`);
+    this.queue = queue;
+  }
+}
+
+/** A send reused a task id or idempotency key with a different payload than the task already stored. */
+export class PayloadMismatchError extends HorsiesError {
+  override name = 'PayloadMismatchError';
+  readonly taskId: string;
+
+  constructor(taskId: string, key: string) {
+    super(
+      'PAYLOAD_MISMATCH',
+      `task ${taskId} already exists for ${key} with a different task name or input; ` +
+        'an id or idempotency key may only be reused with the same payload',
+    );
+    this.taskId = taskId;
+  }
+}
+
+/** An option of a single send (or of one item of `sendMany`) is invalid. */
+export class SendOptionsError extends HorsiesError {
+  override name = 'SendOptionsError';
+  readonly problems: ConfigProblem[];
+
+  constructor(taskName: string, problems: ConfigProblem[]) {
+    const lines = problems.map((p) => `  - ${p.field}: ${p.message} (got ${describeValue(p.value)})`);
+    super('INVALID_SEND_OPTIONS', `invalid send options for task "${taskName}":\n${lines.join('\n')}`);
+    this.problems = problems;
+  }
+}
+
+function describeValue(value: unknown): string {
+  if (typeof value === 'string') return JSON.stringify(value);
+  if (typeof value === 'bigint') return `${value}n`;
+  if (typeof value === 'function') return 'a function';
+  if (value instanceof Date) return value.toISOString();
+  try {
+    return JSON.stringify(value) ?? String(value);
+  } catch {
+    return String(value);
+  }
+}

@@ -1,0 +1,36 @@
+/**
+ * horsies: a PostgreSQL-backed background task queue for Node.js.
+ *
+ * The public surface, listed by name.
+ */
+export { App, createApp, isApp } from './client/App.js';
+export type { AppConfig, ResolvedAppConfig } from './client/config.js';
+export { TaskDefinition } from './client/TaskDefinition.js';
+export type { SendManyItem, TaskConfig, TaskContext, TaskHandler } from './client/TaskDefinition.js';
+export { TaskHandle } from './client/TaskHandle.js';
+export type { SendCallOptions, SendOptions } from './client/send.js';
+export type { Queryable } from './db/Database.js';
+export type { MigrateResult } from './db/Migrator.js';
+export { startEmbeddedServer } from './db/EmbeddedServer.js';
+export type { EmbeddedServer, EmbeddedServerOptions } from './db/EmbeddedServer.js';
+export { Worker } from './worker/Worker.js';
+export type { WorkerEvents } from './worker/Worker.js';
+export type { WorkerConfig } from './worker/config.js';
+export {
+  BUILTIN_ERROR_CODES,
+  ConfigError,
+  HorsiesError,
+  InputValidationError,
+  NotSerializableError,
+  PayloadMismatchError,
+  PayloadTooLargeError,
+  SendOptionsError,
+  TaskError,
+  UnknownQueueError,
+  err,
+  isValidErrorCode,
+  ok,
+} from './errors.js';
+export type { BuiltinErrorCode, ConfigProblem, TaskResult, ValidationIssue } from './errors.js';
+export { TASK_STATUSES, TERMINAL_STATUSES, isTerminalStatus } from './types.js';
+export type { AttemptOutcome, JsonValue, TaskAttempt, TaskInfo, TaskStatus } from './types.js';

@@ -1,0 +1,91 @@
+/**
+ * Leaf module: the public data shapes shared by every role. Imports nothing else of ours.
+ */
+
+/** Every status a task row can hold, stored as text in `horsies_tasks.status`. */
+export const TASK_STATUSES = [
+  'PENDING',
+  'CLAIMED',
+  'RUNNING',
+  'COMPLETED',
+  'FAILED',
+  'CANCELLED',
+  'EXPIRED',
+] as const;
+
+/** The lifecycle status of a task (see docs/state-machine.md). */
+export type TaskStatus = (typeof TASK_STATUSES)[number];
+
+/** Statuses a task never leaves on its own (only an explicit resubmit moves it back to PENDING). */
+export const TERMINAL_STATUSES: readonly TaskStatus[] = ['COMPLETED', 'FAILED', 'CANCELLED', 'EXPIRED'];
+
+/** True when `status` is one of {@link TERMINAL_STATUSES}. */
+export function isTerminalStatus(status: TaskStatus): boolean {
+  return TERMINAL_STATUSES.includes(status);
+}
+
+/** A value JSON can carry without loss: what task inputs and results are made of. */
+export type JsonValue = string | number | boolean | null | JsonValue[] | { [key: string]: JsonValue };
+
+/** Outcome of one finished execution attempt, as stored in `horsies_task_attempts.outcome`. */
+export type AttemptOutcome = 'COMPLETED' | 'FAILED' | 'WORKER_FAILURE';
+
+/** The public view of one row of `horsies_task_attempts`. */
+export interface TaskAttempt {
+  /** 1-based attempt number. */
+  attempt: number;
+  outcome: AttemptOutcome;
+  /** Whether a retry was scheduled after this attempt. */
+  willRetry: boolean;
+  startedAt: Date | null;
+  finishedAt: Date;
+  errorCode: string | null;
+  errorMessage: string | null;
+  /** Worker-level failure reason (null for domain errors and successes). */
+  failedReason: string | null;
+  workerId: string | null;
+  workerHostname: string | null;
+  workerPid: number | null;
+  workerProcessName: string | null;
+}
+
+/** The public view of one row of `horsies_tasks`, as returned by `app.getTask(id)`. */
+export interface TaskInfo {
+  id: string;
+  taskName: string;
+  queueName: string;
+  priority: number;
+  status: TaskStatus;
+  /** The stored input (the `kwargs` column). */
+  input: JsonValue;
+  /** When `send()` was called; never changes. */
+  sentAt: Date;
+  /** When the task becomes claimable; moves forward on retry. */
+  enqueuedAt: Date;
+  claimedAt: Date | null;
+  startedAt: Date | null;
+  completedAt: Date | null;
+  failedAt: Date | null;
+  /** When the task reached any terminal status. */
+  finishedAt: Date | null;
+  /** The stored result envelope, `{ ok: value }` or `{ err: { code, message, data } }`, once terminal. */
+  result: JsonValue | null;
+  errorCode: string | null;
+  failedReason: string | null;
+  claimedByWorkerId: string | null;
+  /** Incremented by every claim; statements that act as the owner name it (fencing). */
+  claimGeneration: number;
+  claimExpiresAt: Date | null;
+  goodUntil: Date | null;
+  retryCount: number;
+  maxRetries: number;
+  nextRetryAt: Date | null;
+  idempotencyKey: string | null;
+  workerHostname: string | null;
+  workerPid: number | null;
+  workerProcessName: string | null;
+  createdAt: Date;
+  updatedAt: Date;
+  /** Present when requested with `{ attempts: true }`, ordered by attempt number. */
+  attempts?: TaskAttempt[];
+}

@@ -1,0 +1,115 @@
+/**
+ * Writes finished tasks. Finishes queue up while a write is in flight and go out together in the next one, so a
+ * busy worker sends one statement for many tasks and an idle one writes each finish at once. A failed write is
+ * retried with backoff; a batch that a single bad row breaks is split so the others still land.
+ */
+import type { Database } from '../db/Database.js';
+import { isTransientDatabaseError } from '../db/Database.js';
+import { TaskFinishMany } from '../db/tasks.js';
+import type { TaskFinish, WorkerIdentity } from '../db/tasks.js';
+
+/** What one write did. */
+export interface CompleterResult {
+  /** Ids written as finished. */
+  finished: string[];
+  /** Ids whose claim was superseded (reaped, cancelled): nothing was written for them. */
+  lost: string[];
+}
+
+/** What the completer calls back into. */
+export interface CompleterHooks {
+  /** Called after every write, with every finish it settled (written, lost or dropped). */
+  onSettled(result: CompleterResult, finishes: TaskFinish[]): void;
+  onError(error: unknown, finishes: TaskFinish[]): void;
+}
+
+/** Batches finishes for one worker. */
+export class Completer {
+  private buffer: TaskFinish[] = [];
+  private flushing: Promise<void> | null = null;
+  private idleWaiters: (() => void)[] = [];
+  private stopped = false;
+
+  constructor(
+    private readonly db: Database,
+    private readonly identity: WorkerIdentity,
+    private readonly batchSize: number,
+    private readonly hooks: CompleterHooks,
+  ) {}
+
+  /** Number of finishes not yet written. */
+  get pending(): number {
+    return this.buffer.length;
+  }
+
+  /** Queues a finish for writing. */
+  add(finish: TaskFinish): void {
+    this.buffer.push(finish);
+    if (!this.flushing) this.flushing = this.flushLoop();
+  }
+
+  /** Writes one batch now (up to `batchSize` queued finishes). */
+  async runOnce(): Promise<CompleterResult> {
+    const batch = this.buffer.splice(0, this.batchSize);
+    if (batch.length === 0) return { finished: [], lost: [] };
+    const result = await this.write(batch);
+    this.hooks.onSettled(result, batch);
+    return result;
+  }
+
+  /** Resolves when every queued finish is written. */
+  async drain(): Promise<void> {
+    if (!this.flushing && this.buffer.length === 0) return;
+    await new Promise<void>((resolve) => this.idleWaiters.push(resolve));
+  }
+
+  /** Stops retrying writes after the current one (the tasks stay RUNNING for the reaper). Idempotent. */
+  stop(): void {
+    this.stopped = true;
+  }
+
+  private async flushLoop(): Promise<void> {
+    // Let finishes of the same tick join the first write.
+    await new Promise((resolve) => setImmediate(resolve));
+    while (this.buffer.length > 0) {
+      await this.runOnce();
+    }
+    this.flushing = null;
+    const waiters = this.idleWaiters;
+    this.idleWaiters = [];
+    for (const resolve of waiters) resolve();
+  }
+
+  private async write(batch: TaskFinish[]): Promise<CompleterResult> {
+    for (let failures = 0; ; failures += 1) {
+      try {
+        const rows = await this.db.run(TaskFinishMany, { worker: this.identity, tasks: batch });
+        const finished = new Set(rows.map((r) => r.id));
+        return { finished: [...finished], lost: batch.filter((f) => !finished.has(f.id)).map((f) => f.id) };
+      } catch (error) {
+        this.hooks.onError(error, batch);
+        if (!isTransientDatabaseError(error)) return this.writeOneByOne(batch);
+        if (this.stopped && failures >= 3) return { finished: [], lost: [] };
+        await sleep(Math.min(5_000, 50 * 2 ** Math.min(failures, 7)));
+      }
+    }
+  }
+
+  // A non-transient failure (a constraint violation, say) blames one row; write the others on their own.
+  private async writeOneByOne(batch: TaskFinish[]): Promise<CompleterResult> {
+    const result: CompleterResult = { finished: [], lost: [] };
+    for (const finish of batch) {
+      try {
+        const rows = await this.db.run(TaskFinishMany, { worker: this.identity, tasks: [finish] });
+        (rows.length > 0 ? result.finished : result.lost).push(finish.id);
+      } catch (error) {
+        this.hooks.onError(error, [finish]);
+      }
+    }
+    return result;
+  }
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}

@@ -1,0 +1,125 @@
+/**
+ * The claim loop. Claims up to the worker's free capacity in one statement, then sleeps until a notification,
+ * a freed slot (when more work may be waiting) or the poll interval, whichever comes first.
+ */
+import type { Database } from '../db/Database.js';
+import { TaskClaim } from '../db/tasks.js';
+import type { ClaimedTaskRow, WorkerIdentity } from '../db/tasks.js';
+
+/** Settings of a {@link Producer}. */
+export interface ProducerOptions {
+  queues: string[];
+  taskNames: string[];
+  maxClaimBatch: number;
+  pollIntervalMs: number;
+  leaseMs: number;
+  identity: WorkerIdentity;
+}
+
+/** What the producer calls back into. */
+export interface ProducerHooks {
+  /** Free slots right now. */
+  capacity(): number;
+  /** Claimed tasks, already counted against capacity by the caller of runOnce. */
+  onClaimed(tasks: ClaimedTaskRow[]): void;
+  onError(error: unknown): void;
+}
+
+/** Claims tasks for one worker. */
+export class Producer {
+  private running = false;
+  private loop: Promise<void> | null = null;
+  private wakeUp: (() => void) | null = null;
+  private woken = false;
+  /** More work may be waiting: the last claim was full, or a notification came in. */
+  private moreLikely = true;
+  private failures = 0;
+
+  constructor(
+    private readonly db: Database,
+    private readonly options: ProducerOptions,
+    private readonly hooks: ProducerHooks,
+  ) {}
+
+  /** One claim pass: claims up to min(free capacity, maxClaimBatch) tasks and hands them over. */
+  async runOnce(): Promise<ClaimedTaskRow[]> {
+    const limit = Math.min(this.hooks.capacity(), this.options.maxClaimBatch);
+    if (limit <= 0 || this.options.taskNames.length === 0) return [];
+    this.moreLikely = false;
+    const rows = await this.db.run(TaskClaim, {
+      queues: this.options.queues,
+      taskNames: this.options.taskNames,
+      limit,
+      leaseMs: this.options.leaseMs,
+      worker: this.options.identity,
+    });
+    if (rows.length === limit) this.moreLikely = true;
+    if (rows.length > 0) {
+      // UPDATE ... RETURNING does not keep the claim order; restore it for the executor.
+      rows.sort((a, b) => a.priority - b.priority || a.enqueued_at.getTime() - b.enqueued_at.getTime());
+      this.hooks.onClaimed(rows);
+    }
+    return rows;
+  }
+
+  /** Starts the loop. */
+  start(): void {
+    if (this.running) return;
+    this.running = true;
+    this.loop = this.run();
+  }
+
+  /** Asks for a claim pass soon. `hint` says new work was announced (a notification). */
+  wake(hint = true): void {
+    if (hint) this.moreLikely = true;
+    else if (!this.moreLikely) return;
+    this.woken = true;
+    this.wakeUp?.();
+  }
+
+  /** Stops claiming; resolves when the loop has exited. Idempotent. */
+  async stop(): Promise<void> {
+    this.running = false;
+    this.wakeUp?.();
+    await this.loop;
+  }
+
+  private async run(): Promise<void> {
+    while (this.running) {
+      this.woken = false;
+      let full = false;
+      if (this.hooks.capacity() > 0) {
+        try {
+          const requested = Math.min(this.hooks.capacity(), this.options.maxClaimBatch);
+          const rows = await this.runOnce();
+          full = rows.length === requested && requested > 0;
+          this.failures = 0;
+        } catch (error) {
+          this.failures += 1;
+          this.hooks.onError(error);
+          await this.sleep(
+            Math.min(this.options.pollIntervalMs, 50 * 2 ** Math.min(this.failures, 8)),
+            false,
+          );
+          continue;
+        }
+      }
+      if (full && this.hooks.capacity() > 0) continue;
+      if (!this.woken) await this.sleep(this.options.pollIntervalMs, true);
+    }
+  }
+
+  private sleep(ms: number, wakeable: boolean): Promise<void> {
+    return new Promise((resolve) => {
+      const timer = setTimeout(done, ms);
+      function done(): void {
+        clearTimeout(timer);
+        resolve();
+      }
+      this.wakeUp = () => {
+        this.wakeUp = null;
+        if (wakeable || !this.running) done();
+      };
+    });
+  }
+}

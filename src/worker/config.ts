@@ -1,0 +1,74 @@
+/** The worker's configuration and its validation. */
+import { hostname } from 'node:os';
+import { basename } from 'node:path';
+import { z } from 'zod';
+import { QUEUE_NAME_PATTERN, parseConfig } from '../config.js';
+import type { WorkerIdentity } from '../db/tasks.js';
+
+/** Configuration of a worker. Every field is optional. */
+export interface WorkerConfig {
+  /** Queues to claim from. Default: every queue of the app. */
+  queues?: string[];
+  /** Most tasks this worker holds at once (claimed or running). Default 10. */
+  concurrency?: number;
+  /** Most tasks claimed in one statement. Default: `concurrency`. */
+  maxClaimBatch?: number;
+  /** Claim pass without a notification, at least this often. Default 2,000 ms. */
+  pollIntervalMs?: number;
+  /** Claim lease: how long a claim is protected before heartbeats renew it. Default 60,000 ms. */
+  claimLeaseMs?: number;
+  /** Most finished tasks written in one statement. Default 500. */
+  completionBatchSize?: number;
+  /** How long `stop()` waits for running handlers before aborting them. Default 30,000 ms. */
+  drainTimeoutMs?: number;
+  /** Worker id recorded on claims and attempts. Default: `<host>:<pid>:<random>`. */
+  workerId?: string;
+}
+
+const workerConfigSchema = z.strictObject({
+  queues: z.array(z.string().regex(QUEUE_NAME_PATTERN, 'is not a valid queue name')).min(1).optional(),
+  concurrency: z.number().int().min(1).max(10_000).default(10),
+  maxClaimBatch: z.number().int().min(1).max(10_000).optional(),
+  pollIntervalMs: z.number().int().min(10).default(2000),
+  claimLeaseMs: z.number().int().min(1000).default(60_000),
+  completionBatchSize: z.number().int().min(1).max(10_000).default(500),
+  drainTimeoutMs: z.number().int().min(0).default(30_000),
+  workerId: z.string().min(1).max(255).optional(),
+});
+
+/** A {@link WorkerConfig} with defaults applied. */
+export type ResolvedWorkerConfig = Required<Omit<z.output<typeof workerConfigSchema>, 'workerId'>> & {
+  identity: WorkerIdentity;
+};
+
+/** Validates a worker config against the app's queues; throws a ConfigError listing every problem. */
+export function resolveWorkerConfig(
+  config: WorkerConfig,
+  appQueues: readonly string[],
+): ResolvedWorkerConfig {
+  const schema = workerConfigSchema.superRefine((c, ctx) => {
+    c.queues?.forEach((q, i) => {
+      if (!appQueues.includes(q)) {
+        ctx.addIssue({
+          code: 'custom',
+          path: ['queues', i],
+          message: `is not one of the app's queues (${appQueues.join(', ')})`,
+        });
+      }
+    });
+  });
+  const parsed = parseConfig('worker config', schema, config);
+  const host = hostname();
+  const processName = basename(process.argv[1] ?? process.title);
+  return {
+    ...parsed,
+    queues: parsed.queues ?? [...appQueues],
+    maxClaimBatch: parsed.maxClaimBatch ?? parsed.concurrency,
+    identity: {
+      workerId: parsed.workerId ?? `${host}:${process.pid}:${Math.random().toString(36).slice(2, 10)}`,
+      hostname: host,
+      pid: process.pid,
+      processName,
+    },
+  };
+}

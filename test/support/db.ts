@@ -1,0 +1,104 @@
+/**
+ * Test database helpers. Each test file gets a fresh schema (migrated), dropped after the file unless a test
+ * failed, in which case it is kept and its name printed so the rows can be inspected.
+ */
+import { randomBytes } from 'node:crypto';
+import pg from 'pg';
+import { pino } from 'pino';
+import { afterAll, afterEach, inject } from 'vitest';
+import type { AppConfig } from '../../src/client/config.js';
+import { App } from '../../src/client/App.js';
+
+/** Connection string of the test server. */
+export function databaseUrl(): string {
+  return inject('databaseUrl');
+}
+
+/** A fresh schema name, short enough for channel names. */
+export function freshSchemaName(): string {
+  return `t_${randomBytes(6).toString('hex')}`;
+}
+
+/** A quiet logger for tests (set HORSIES_TEST_LOG=debug to see worker logs). */
+export const testLogger = pino({ level: process.env.HORSIES_TEST_LOG ?? 'silent' });
+
+export interface TestSchema {
+  schema: string;
+  pool: pg.Pool;
+  /** Creates an app on this schema (closed after the file). */
+  app(config?: AppConfig): App;
+  /** Runs SQL with `{{schema}}` replaced by the quoted schema name. */
+  query<R extends pg.QueryResultRow = Record<string, unknown>>(sql: string, values?: unknown[]): Promise<R[]>;
+}
+
+/** Creates and migrates a schema for the current test file, with cleanup hooks registered. */
+export async function useTestSchema(): Promise<TestSchema> {
+  const schema = freshSchemaName();
+  const pool = new pg.Pool({ connectionString: databaseUrl(), max: 20 });
+  const apps: App[] = [];
+  let failed = false;
+  afterEach((ctx) => {
+    if (ctx.task.result?.state === 'fail') failed = true;
+  });
+  afterAll(async () => {
+    await Promise.all(apps.map((a) => a.close()));
+    if (failed) {
+      console.error(`test schema kept for inspection: ${schema}`);
+    } else {
+      await pool.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+    }
+    await pool.end();
+  });
+  const makeApp = (config: AppConfig = {}): App => {
+    const app = new App({ databaseUrl: databaseUrl(), schema, logger: testLogger, ...config });
+    apps.push(app);
+    return app;
+  };
+  await makeApp().migrate();
+  return {
+    schema,
+    pool,
+    app: makeApp,
+    query: async <R extends pg.QueryResultRow>(sql: string, values: unknown[] = []) =>
+      (await pool.query<R>(sql.replaceAll('{{schema}}', `"${schema}"`), values)).rows,
+  };
+}
+
+/** Resolves on the first `event` of `emitter` whose args satisfy `match`; rejects after `timeoutMs`. */
+export function waitForEvent<A extends unknown[]>(
+  emitter: {
+    on(event: string, fn: (...args: A) => void): unknown;
+    off(event: string, fn: (...args: A) => void): unknown;
+  },
+  event: string,
+  match: (...args: A) => boolean = () => true,
+  timeoutMs = 10_000,
+): Promise<A> {
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => {
+      emitter.off(event, handler);
+      reject(new Error(`timed out after ${timeoutMs} ms waiting for ${event}`));
+    }, timeoutMs);
+    function handler(...args: A): void {
+      if (!match(...args)) return;
+      clearTimeout(timer);
+      emitter.off(event, handler);
+      resolve(args);
+    }
+    emitter.on(event, handler);
+  });
+}
+
+/** Polls `check` until it returns a value other than undefined/false; for conditions that have no event. */
+export async function eventually<T>(
+  check: () => Promise<T | undefined | false>,
+  timeoutMs = 15_000,
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await check();
+    if (value !== undefined && value !== false) return value;
+    if (Date.now() > deadline) throw new Error(`condition not met within ${timeoutMs} ms`);
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}
