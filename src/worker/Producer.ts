@@ -80,6 +80,7 @@ export class Producer {
   /** Stops claiming; resolves when the loop has exited. Idempotent. */
   async stop(): Promise<void> {
     this.running = false;
+    this.woken = true;
     this.wakeUp?.();
     await this.loop;
   }
@@ -105,7 +106,7 @@ export class Producer {
         }
       }
       if (full && this.hooks.capacity() > 0) continue;
-      if (!this.woken) await this.sleep(this.options.pollIntervalMs, true);
+      if (!this.woken && this.running) await this.sleep(this.options.pollIntervalMs, true);
     }
   }
 

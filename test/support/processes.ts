@@ -1,0 +1,64 @@
+/** Runs real worker processes (`horsies worker <module>` through tsx) for multi-process and signal tests. */
+import { spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
+import { resolve } from 'node:path';
+import { afterAll } from 'vitest';
+
+const ROOT = resolve(import.meta.dirname, '../..');
+
+export interface WorkerProcess {
+  child: ChildProcess;
+  /** Everything the process wrote so far. */
+  output(): string;
+  /** Resolves once the process logged that its worker started. */
+  ready: Promise<void>;
+  /** Resolves with the exit code (or signal name) when the process ends. */
+  exited: Promise<number | string>;
+}
+
+const running = new Set<ChildProcess>();
+afterAll(() => {
+  for (const child of running) child.kill('SIGKILL');
+});
+
+/** Starts `horsies worker test/fixtures/app.ts` with the given extra arguments. */
+export function startWorkerProcess(
+  env: { databaseUrl: string; schema: string },
+  args: string[] = [],
+): WorkerProcess {
+  const child = spawn(
+    process.execPath,
+    ['--import', 'tsx', 'src/cli/main.ts', 'worker', 'test/fixtures/app.ts', ...args],
+    {
+      cwd: ROOT,
+      env: {
+        ...process.env,
+        DATABASE_URL: env.databaseUrl,
+        HORSIES_SCHEMA: env.schema,
+        HORSIES_LOG_LEVEL: 'info',
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
+  );
+  running.add(child);
+  let output = '';
+  let markReady: () => void = () => undefined;
+  const ready = new Promise<void>((res, rej) => {
+    markReady = res;
+    child.once('exit', (code) => rej(new Error(`worker exited (${code}) before it started:\n${output}`)));
+  });
+  ready.catch(() => undefined);
+  const onData = (chunk: Buffer): void => {
+    output += chunk.toString();
+    if (output.includes('"worker started"')) markReady();
+  };
+  child.stdout?.on('data', onData);
+  child.stderr?.on('data', onData);
+  const exited = new Promise<number | string>((res) => {
+    child.once('exit', (code, signal) => {
+      running.delete(child);
+      res(code ?? signal ?? -1);
+    });
+  });
+  return { child, output: () => output, ready, exited };
+}

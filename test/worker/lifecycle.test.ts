@@ -1,0 +1,469 @@
+/** The transitions of the core lifecycle, observed in the rows. */
+import { describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { TaskClaim, TaskFinishMany, TaskStartMany } from '../../src/db/tasks.js';
+import type { WorkerIdentity } from '../../src/db/tasks.js';
+import { TaskError } from '../../src/errors.js';
+import { eventually, useTestSchema, waitForEvent } from '../support/db.js';
+
+const t = await useTestSchema();
+
+const identity = (workerId: string): WorkerIdentity => ({
+  workerId,
+  hostname: 'test-host',
+  pid: 4242,
+  processName: 'vitest',
+});
+
+interface Row {
+  status: string;
+  claimed: boolean;
+  claimed_at: Date | null;
+  started_at: Date | null;
+  completed_at: Date | null;
+  failed_at: Date | null;
+  finished_at: Date | null;
+  enqueued_at: Date;
+  sent_at: Date;
+  claimed_by_worker_id: string | null;
+  claim_generation: number;
+  error_code: string | null;
+  result: unknown;
+  attempt: number;
+  worker_hostname: string | null;
+  worker_pid: number | null;
+}
+
+async function row(id: string): Promise<Row> {
+  const [r] = await t.query<Row & Record<string, unknown>>(
+    'SELECT * FROM {{schema}}.horsies_tasks WHERE id = $1',
+    [id],
+  );
+  if (!r) throw new Error(`no row ${id}`);
+  return r;
+}
+
+async function attempts(id: string): Promise<Record<string, unknown>[]> {
+  return t.query('SELECT * FROM {{schema}}.horsies_task_attempts WHERE task_id = $1 ORDER BY attempt', [id]);
+}
+
+describe('PENDING → CLAIMED → RUNNING → COMPLETED', () => {
+  it('records every status and timestamp on the way, and one attempt row', async () => {
+    const app = t.app();
+    let release: () => void = () => undefined;
+    const gate = new Promise<void>((r) => (release = r));
+    const gated = app.task({
+      name: 'lifecycle.gated',
+      input: z.object({ x: z.number() }),
+      handler: async ({ x }) => {
+        await gate;
+        return { doubled: x * 2 };
+      },
+    });
+    const handle = await gated.send({ x: 21 });
+    expect((await row(handle.id)).status).toBe('PENDING');
+
+    const worker = app.worker({ concurrency: 2 });
+    const started = waitForEvent(worker, 'task:started', (id) => id === handle.id);
+    await worker.start();
+    await started;
+    const running = await row(handle.id);
+    expect(running.status).toBe('RUNNING');
+    expect(running.claimed).toBe(true);
+    expect(running.claimed_by_worker_id).toBe(worker.id);
+    expect(running.claim_generation).toBe(1);
+    expect(running.attempt).toBe(1);
+    expect(running.claimed_at).toBeInstanceOf(Date);
+    expect(running.started_at!.getTime()).toBeGreaterThanOrEqual(running.claimed_at!.getTime());
+    expect(running.worker_pid).toBe(process.pid);
+    expect(running.worker_hostname).toBeTruthy();
+
+    release();
+    const result = await handle.result({ timeoutMs: 10_000 });
+    expect(result).toEqual({ ok: true, value: { doubled: 42 } });
+    const done = await row(handle.id);
+    expect(done.status).toBe('COMPLETED');
+    expect(done.claimed).toBe(false);
+    expect(done.completed_at).toBeInstanceOf(Date);
+    expect(done.finished_at).toEqual(done.completed_at);
+    expect(done.failed_at).toBeNull();
+    expect(done.result).toEqual({ ok: { doubled: 42 } });
+    expect(done.sent_at.getTime()).toBeLessThanOrEqual(done.claimed_at!.getTime());
+
+    const rows = await attempts(handle.id);
+    expect(rows).toHaveLength(1);
+    expect(rows[0]).toMatchObject({
+      attempt: 1,
+      outcome: 'COMPLETED',
+      will_retry: false,
+      error_code: null,
+      worker_id: worker.id,
+      worker_pid: process.pid,
+    });
+    expect(rows[0]!.started_at).toEqual(running.started_at);
+    await worker.stop();
+  });
+
+  it('shows CLAIMED between the claim and the start', async () => {
+    const app = t.app();
+    const task = app.task({ name: 'lifecycle.claimonly', input: z.object({}), handler: () => 'ok' });
+    const handle = await task.send({});
+    const [claimed] = await app.db.run(TaskClaim, {
+      queues: ['default'],
+      taskNames: ['lifecycle.claimonly'],
+      limit: 10,
+      leaseMs: 30_000,
+      worker: identity('w-claim'),
+    });
+    expect(claimed?.id).toBe(handle.id);
+    const r = await row(handle.id);
+    expect(r.status).toBe('CLAIMED');
+    expect(r.claimed).toBe(true);
+    expect(r.claimed_at).toBeInstanceOf(Date);
+    expect(r.started_at).toBeNull();
+    expect(r.claimed_by_worker_id).toBe('w-claim');
+    const [lease] = await t.query<{ seconds: number }>(
+      'SELECT extract(epoch FROM claim_expires_at - claimed_at)::float AS seconds FROM {{schema}}.horsies_tasks WHERE id = $1',
+      [handle.id],
+    );
+    expect(lease!.seconds).toBeCloseTo(30, 0);
+  });
+});
+
+describe('RUNNING → FAILED', () => {
+  it('turns a throw into UNHANDLED_ERROR with a FAILED attempt row', async () => {
+    const app = t.app();
+    const boom = app.task({
+      name: 'lifecycle.throws',
+      input: z.object({}),
+      handler: () => {
+        throw new RangeError('out of range');
+      },
+    });
+    const worker = app.worker();
+    await worker.start();
+    const handle = await boom.send({});
+    const result = await handle.result({ timeoutMs: 10_000 });
+    expect(result.ok).toBe(false);
+    if (result.ok) return;
+    expect(result.error).toBeInstanceOf(TaskError);
+    expect(result.error.code).toBe('UNHANDLED_ERROR');
+    expect(result.error.message).toContain('RangeError: out of range');
+    const r = await row(handle.id);
+    expect(r.status).toBe('FAILED');
+    expect(r.error_code).toBe('UNHANDLED_ERROR');
+    expect(r.failed_at).toBeInstanceOf(Date);
+    expect(r.completed_at).toBeNull();
+    const rows = await attempts(handle.id);
+    expect(rows).toHaveLength(1);
+    expect(rows[0]).toMatchObject({ attempt: 1, outcome: 'FAILED', error_code: 'UNHANDLED_ERROR' });
+    await worker.stop();
+  });
+
+  it('stores a returned or thrown TaskError with its code and data', async () => {
+    const app = t.app();
+    const returns = app.task({
+      name: 'lifecycle.returnsError',
+      input: z.object({ n: z.number() }),
+      handler: ({ n }) => (n < 0 ? new TaskError('NEGATIVE_INPUT', 'n must be >= 0', { n }) : n),
+    });
+    const throws = app.task({
+      name: 'lifecycle.throwsError',
+      input: z.object({}),
+      handler: () => {
+        throw new TaskError('QUOTA_EXCEEDED', 'over quota');
+      },
+    });
+    const worker = app.worker();
+    await worker.start();
+    const [a, b, c] = await Promise.all([returns.send({ n: -1 }), returns.send({ n: 5 }), throws.send({})]);
+    const ra = await a.result({ timeoutMs: 10_000 });
+    expect(ra.ok).toBe(false);
+    if (!ra.ok) {
+      expect(ra.error.code).toBe('NEGATIVE_INPUT');
+      expect(ra.error.data).toEqual({ n: -1 });
+    }
+    expect(await b.result({ timeoutMs: 10_000 })).toEqual({ ok: true, value: 5 });
+    const rc = await c.result({ timeoutMs: 10_000 });
+    expect(rc.ok ? null : rc.error.code).toBe('QUOTA_EXCEEDED');
+    expect((await attempts(c.id))[0]).toMatchObject({
+      outcome: 'FAILED',
+      error_code: 'QUOTA_EXCEEDED',
+      error_message: 'over quota',
+    });
+    await worker.stop();
+  });
+
+  it('fails with VALIDATION_FAILED when the stored input no longer matches the schema', async () => {
+    const app = t.app();
+    const strict = app.task({
+      name: 'lifecycle.strict',
+      input: z.object({ email: z.email() }),
+      handler: () => 'ran',
+    });
+    let ran = false;
+    strict.handler; // the handler must not run for a bad row
+    const handle = await strict.send({ email: 'a@example.com' });
+    // A row edited by hand (or written by older code) that the schema rejects.
+    await t.query(`UPDATE {{schema}}.horsies_tasks SET kwargs = '{"email": 12}' WHERE id = $1`, [handle.id]);
+    const worker = app.worker();
+    worker.on('task:started', () => (ran = true));
+    await worker.start();
+    const result = await handle.result({ timeoutMs: 10_000 });
+    expect(ran).toBe(true); // it started (an attempt) ...
+    expect(result.ok ? null : result.error.code).toBe('VALIDATION_FAILED'); // ... but the handler never saw the input
+    expect((await attempts(handle.id))[0]).toMatchObject({
+      outcome: 'FAILED',
+      error_code: 'VALIDATION_FAILED',
+    });
+    await worker.stop();
+  });
+
+  it('fails with RESULT_NOT_SERIALIZABLE when the handler returns what JSON cannot carry', async () => {
+    const app = t.app();
+    const big = app.task({ name: 'lifecycle.bigint', input: z.object({}), handler: () => ({ n: 10n }) });
+    const worker = app.worker();
+    await worker.start();
+    const result = await (await big.send({})).result({ timeoutMs: 10_000 });
+    expect(result.ok ? null : result.error.code).toBe('RESULT_NOT_SERIALIZABLE');
+    await worker.stop();
+  });
+});
+
+describe('scheduling and deadlines', () => {
+  it('does not claim a task before its enqueued_at', async () => {
+    const app = t.app();
+    const later = app.task({ name: 'lifecycle.later', input: z.object({}), handler: () => 'ok' });
+    const future = await later.send({}, { delayMs: 60_000 });
+    const past = await later.send({}, { runAt: new Date(Date.now() - 1000) });
+    const claimed = await app.db.run(TaskClaim, {
+      queues: ['default'],
+      taskNames: ['lifecycle.later'],
+      limit: 10,
+      leaseMs: 30_000,
+      worker: identity('w-later'),
+    });
+    expect(claimed.map((c) => c.id)).toEqual([past.id]);
+    expect((await row(future.id)).status).toBe('PENDING');
+  });
+
+  it('runs a delayed task once its time comes, not before', async () => {
+    const app = t.app();
+    const delayed = app.task({ name: 'lifecycle.delayed', input: z.object({}), handler: () => 'ok' });
+    const worker = app.worker({ pollIntervalMs: 100 });
+    await worker.start();
+    const handle = await delayed.send({}, { delayMs: 700 });
+    expect(await handle.result({ timeoutMs: 10_000 })).toEqual({ ok: true, value: 'ok' });
+    const r = await row(handle.id);
+    expect(r.claimed_at!.getTime()).toBeGreaterThanOrEqual(r.enqueued_at.getTime());
+    expect(r.enqueued_at.getTime() - r.sent_at.getTime()).toBeGreaterThanOrEqual(690);
+    await worker.stop();
+  });
+
+  it('never claims a PENDING task whose good_until passed', async () => {
+    const app = t.app();
+    const stale = app.task({ name: 'lifecycle.stale', input: z.object({}), handler: () => 'ok' });
+    const handle = await stale.send({}, { goodUntil: new Date(Date.now() - 1000) });
+    const claimed = await app.db.run(TaskClaim, {
+      queues: ['default'],
+      taskNames: ['lifecycle.stale'],
+      limit: 10,
+      leaseMs: 30_000,
+      worker: identity('w-stale'),
+    });
+    expect(claimed).toHaveLength(0);
+    expect((await row(handle.id)).status).toBe('PENDING');
+  });
+
+  it('expires a claimed task whose good_until passed before it started (CLAIMED → EXPIRED, no attempt)', async () => {
+    const app = t.app();
+    const soon = app.task({ name: 'lifecycle.soon', input: z.object({}), handler: () => 'ran' });
+    const handle = await soon.send({}, { goodUntil: new Date(Date.now() + 60_000) });
+    const [claimed] = await app.db.run(TaskClaim, {
+      queues: ['default'],
+      taskNames: ['lifecycle.soon'],
+      limit: 1,
+      leaseMs: 30_000,
+      worker: identity('w-soon'),
+    });
+    expect(claimed?.id).toBe(handle.id);
+    // The deadline passes while the task sits claimed.
+    await t.query(
+      `UPDATE {{schema}}.horsies_tasks SET good_until = now() - interval '1 second' WHERE id = $1`,
+      [handle.id],
+    );
+    const started = await app.db.run(TaskStartMany, {
+      workerId: 'w-soon',
+      tasks: [{ id: handle.id, generation: claimed!.claim_generation }],
+    });
+    expect(started).toEqual([expect.objectContaining({ id: handle.id, status: 'EXPIRED' })]);
+    const r = await row(handle.id);
+    expect(r).toMatchObject({
+      status: 'EXPIRED',
+      error_code: 'TASK_EXPIRED',
+      claimed: false,
+      started_at: null,
+    });
+    expect(r.finished_at).toBeInstanceOf(Date);
+    expect(await attempts(handle.id)).toHaveLength(0);
+    const result = await handle.result({ timeoutMs: 5_000 });
+    expect(result.ok ? null : result.error.code).toBe('TASK_EXPIRED');
+  });
+
+  it('lets the worker expire a task claimed just before its deadline', async () => {
+    const app = t.app();
+    const tight = app.task({ name: 'lifecycle.tight', input: z.object({}), handler: () => 'ran' });
+    const worker = app.worker();
+    // Make the deadline pass between the claim and the start, as a slow start would.
+    worker.on('task:claimed', (ids) => {
+      void t.query(`UPDATE {{schema}}.horsies_tasks SET good_until = now() WHERE id = ANY($1)`, [ids]);
+    });
+    const handle = await tight.send({}, { goodUntil: new Date(Date.now() + 60_000) });
+    const expired = waitForEvent(worker, 'task:expired', (id) => id === handle.id);
+    await worker.start();
+    // The start statement may win the race with the UPDATE above; only assert when it lost.
+    const outcome = await Promise.race([
+      expired.then(() => 'expired'),
+      handle.result({ timeoutMs: 10_000 }).then(() => 'done'),
+    ]);
+    const r = await row(handle.id);
+    if (outcome === 'expired') expect(r.status).toBe('EXPIRED');
+    else expect(['COMPLETED', 'EXPIRED']).toContain(r.status);
+    await worker.stop();
+  });
+});
+
+describe('fencing', () => {
+  it('ignores a start or finish that names an older claim generation', async () => {
+    const app = t.app();
+    const task = app.task({ name: 'lifecycle.fenced', input: z.object({}), handler: () => 'ok' });
+    const handle = await task.send({});
+    const claim = () =>
+      app.db.run(TaskClaim, {
+        queues: ['default'],
+        taskNames: ['lifecycle.fenced'],
+        limit: 1,
+        leaseMs: 30_000,
+        worker: identity('w-1'),
+      });
+    const [first] = await claim();
+    // The claim is handed back (as the reaper would) and the same worker claims the task again.
+    await t.query(
+      `UPDATE {{schema}}.horsies_tasks SET status = 'PENDING', claimed = false, claimed_at = NULL, claimed_by_worker_id = NULL WHERE id = $1`,
+      [handle.id],
+    );
+    const [second] = await claim();
+    expect(second!.claim_generation).toBe(first!.claim_generation + 1);
+
+    const staleStart = await app.db.run(TaskStartMany, {
+      workerId: 'w-1',
+      tasks: [{ id: handle.id, generation: first!.claim_generation }],
+    });
+    expect(staleStart).toHaveLength(0);
+    const start = await app.db.run(TaskStartMany, {
+      workerId: 'w-1',
+      tasks: [{ id: handle.id, generation: second!.claim_generation }],
+    });
+    expect(start[0]?.status).toBe('RUNNING');
+
+    const finish = (generation: number) =>
+      app.db.run(TaskFinishMany, {
+        worker: identity('w-1'),
+        tasks: [
+          {
+            id: handle.id,
+            generation,
+            status: 'COMPLETED',
+            result: '{"ok":"late"}',
+            errorCode: null,
+            errorMessage: null,
+            failedReason: null,
+          },
+        ],
+      });
+    expect(await finish(first!.claim_generation)).toHaveLength(0);
+    expect((await row(handle.id)).status).toBe('RUNNING');
+    expect(await attempts(handle.id)).toHaveLength(0);
+    expect(await finish(second!.claim_generation)).toHaveLength(1);
+    // A replay of the same finish changes nothing and adds no second attempt row.
+    expect(await finish(second!.claim_generation)).toHaveLength(0);
+    expect(await attempts(handle.id)).toHaveLength(1);
+    expect((await row(handle.id)).result).toEqual({ ok: 'late' });
+  });
+});
+
+describe('the worker', () => {
+  it('claims only task names it has registered', async () => {
+    const producerApp = t.app();
+    const known = producerApp.task({ name: 'lifecycle.known', input: z.object({}), handler: () => 'ok' });
+    const unknown = producerApp.task({ name: 'lifecycle.unknown', input: z.object({}), handler: () => 'ok' });
+    const workerApp = t.app();
+    workerApp.task({ name: 'lifecycle.known', input: z.object({}), handler: () => 'ok' });
+    const worker = workerApp.worker();
+    await worker.start();
+    const orphan = await unknown.send({});
+    const served = await known.send({});
+    expect(await served.result({ timeoutMs: 10_000 })).toEqual({ ok: true, value: 'ok' });
+    expect((await row(orphan.id)).status).toBe('PENDING');
+    await worker.stop();
+  });
+
+  it('never holds more tasks than its concurrency', async () => {
+    const app = t.app();
+    let active = 0;
+    let peak = 0;
+    const busy = app.task({
+      name: 'lifecycle.busy',
+      input: z.object({ i: z.number() }),
+      handler: async () => {
+        active += 1;
+        peak = Math.max(peak, active);
+        await new Promise((r) => setTimeout(r, 5));
+        active -= 1;
+      },
+    });
+    const worker = app.worker({ concurrency: 3 });
+    let maxHeld = 0;
+    worker.on('task:claimed', () => (maxHeld = Math.max(maxHeld, worker.heldTasks)));
+    await worker.start();
+    const handles = await busy.sendMany(Array.from({ length: 60 }, (_, i) => ({ input: { i } })));
+    let maxInDb = 0;
+    await eventually(async () => {
+      const [c] = await t.query<{ held: number; done: number }>(
+        `SELECT count(*) FILTER (WHERE status IN ('CLAIMED', 'RUNNING'))::int AS held,
+                count(*) FILTER (WHERE status = 'COMPLETED')::int AS done
+         FROM {{schema}}.horsies_tasks WHERE task_name = 'lifecycle.busy'`,
+      );
+      maxInDb = Math.max(maxInDb, c!.held);
+      return c!.done === handles.length;
+    });
+    expect(peak).toBeLessThanOrEqual(3);
+    expect(maxHeld).toBeLessThanOrEqual(3);
+    expect(maxInDb).toBeLessThanOrEqual(3);
+    await worker.stop();
+  });
+
+  it('stops claiming on stop() but lets running tasks finish', async () => {
+    const app = t.app();
+    let release: () => void = () => undefined;
+    const gate = new Promise<void>((r) => (release = r));
+    const slow = app.task({
+      name: 'lifecycle.drain',
+      input: z.object({ i: z.number() }),
+      handler: async ({ i }) => {
+        await gate;
+        return i;
+      },
+    });
+    const worker = app.worker({ concurrency: 1 });
+    await worker.start();
+    const first = await slow.send({ i: 1 });
+    await waitForEvent(worker, 'task:started', (id) => id === first.id);
+    const second = await slow.send({ i: 2 });
+    const stopped = worker.stop();
+    release();
+    await stopped;
+    expect((await row(first.id)).status).toBe('COMPLETED');
+    expect((await row(second.id)).status).toBe('PENDING');
+  });
+});
