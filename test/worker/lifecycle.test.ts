@@ -196,13 +196,16 @@ describe('RUNNING → FAILED', () => {
 
   it('fails with VALIDATION_FAILED when the stored input no longer matches the schema', async () => {
     const app = t.app();
+    let handlerCalled = false;
     const strict = app.task({
       name: 'lifecycle.strict',
       input: z.object({ email: z.email() }),
-      handler: () => 'ran',
+      handler: () => {
+        handlerCalled = true;
+        return 'ran';
+      },
     });
     let ran = false;
-    strict.handler; // the handler must not run for a bad row
     const handle = await strict.send({ email: 'a@example.com' });
     // A row edited by hand (or written by older code) that the schema rejects.
     await t.query(`UPDATE {{schema}}.horsies_tasks SET kwargs = '{"email": 12}' WHERE id = $1`, [handle.id]);
@@ -212,6 +215,7 @@ describe('RUNNING → FAILED', () => {
     const result = await handle.result({ timeoutMs: 10_000 });
     expect(ran).toBe(true); // it started (an attempt) ...
     expect(result.ok ? null : result.error.code).toBe('VALIDATION_FAILED'); // ... but the handler never saw the input
+    expect(handlerCalled).toBe(false);
     expect((await attempts(handle.id))[0]).toMatchObject({
       outcome: 'FAILED',
       error_code: 'VALIDATION_FAILED',
