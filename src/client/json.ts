@@ -1,6 +1,7 @@
 /**
  * Turns task inputs and results into JSON text, refusing every value JSON would silently change or drop:
- * BigInt, functions, symbols, cycles, `undefined` in arrays, non-finite numbers, and objects that are not plain
+ * BigInt, functions, symbols, cycles, `undefined` in arrays, non-finite numbers, the NUL character (which jsonb
+ * refuses), and objects that are not plain
  * (Date, Map, Set, class instances), which would come back as something else. Object keys are written in sorted
  * order, so equal payloads give equal text and equal digests (the `enqueue_sha` of idempotent sends).
  */
@@ -17,10 +18,17 @@ export function payloadDigest(taskName: string, canonicalInput: string): string 
   return createHash('sha256').update(taskName).update('\0[]\0').update(canonicalInput).digest('hex');
 }
 
+// PostgreSQL's jsonb cannot hold the NUL character (\u0000), in a value or a key.
+function writeString(value: string, path: string): string {
+  if (value.includes('\u0000'))
+    throw new NotSerializableError(path, 'the NUL character (\\u0000) cannot be stored');
+  return JSON.stringify(value);
+}
+
 function write(value: unknown, path: string, ancestors: Set<object>): string {
   switch (typeof value) {
     case 'string':
-      return JSON.stringify(value);
+      return writeString(value, path);
     case 'boolean':
       return value ? 'true' : 'false';
     case 'number':
@@ -56,7 +64,9 @@ function write(value: unknown, path: string, ancestors: Set<object>): string {
       const item = (object as Record<string, unknown>)[key];
       // A property holding undefined is the same as a missing property, as in JSON.stringify.
       if (item === undefined) continue;
-      parts.push(`${JSON.stringify(key)}:${write(item, `${path}.${key}`, ancestors)}`);
+      parts.push(
+        `${writeString(key, `${path} (key ${JSON.stringify(key)})`)}:${write(item, `${path}.${key}`, ancestors)}`,
+      );
     }
     return `{${parts.join(',')}}`;
   } finally {

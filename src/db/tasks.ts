@@ -167,18 +167,20 @@ export interface ClaimedTaskRow {
 }
 
 /**
- * PENDING → CLAIMED for up to `limit` tasks of the given queues and names, in priority then enqueue order.
- * `FOR UPDATE SKIP LOCKED` lets any number of workers claim at once without waiting on each other.
+ * PENDING → CLAIMED for up to `limit` tasks of one queue and the given names, in priority then enqueue order.
+ * `FOR UPDATE SKIP LOCKED` lets any number of workers claim at once without waiting on each other. One queue per
+ * statement on purpose: with `queue_name = $1` the planner walks `horsies_tasks_claim_idx` in order and stops
+ * after `limit` rows; with `= ANY(...)` it sorts every ready row first (milliseconds under a backlog).
  */
 export const TaskClaim = statement<
-  { queues: string[]; taskNames: string[]; limit: number; leaseMs: number; worker: WorkerIdentity },
+  { queue: string; taskNames: string[]; limit: number; leaseMs: number; worker: WorkerIdentity },
   ClaimedTaskRow
 >(
   'TaskClaim',
   `WITH next AS (
      SELECT id FROM {{schema}}.horsies_tasks
      WHERE status = 'PENDING'
-       AND queue_name = ANY($1::text[])
+       AND queue_name = $1
        AND task_name = ANY($2::text[])
        AND enqueued_at <= now()
        AND (good_until IS NULL OR good_until > now())
@@ -201,8 +203,8 @@ export const TaskClaim = statement<
    WHERE t.id = next.id
    RETURNING t.id, t.task_name, t.queue_name, t.priority, t.kwargs, t.claim_generation, t.retry_count,
              t.max_retries, t.attempt, t.enqueued_at`,
-  ({ queues, taskNames, limit, leaseMs, worker }) => [
-    queues,
+  ({ queue, taskNames, limit, leaseMs, worker }) => [
+    queue,
     taskNames,
     limit,
     leaseMs,

@@ -41,25 +41,34 @@ export class Producer {
     private readonly hooks: ProducerHooks,
   ) {}
 
-  /** One claim pass: claims up to min(free capacity, maxClaimBatch) tasks and hands them over. */
+  /**
+   * One claim pass: claims up to min(free capacity, maxClaimBatch) tasks, from the queues in their configured
+   * order (a later queue gets what the earlier ones left), and hands them over.
+   */
   async runOnce(): Promise<ClaimedTaskRow[]> {
     const limit = Math.min(this.hooks.capacity(), this.options.maxClaimBatch);
     if (limit <= 0 || this.options.taskNames.length === 0) return [];
     this.moreLikely = false;
-    const rows = await this.db.run(TaskClaim, {
-      queues: this.options.queues,
-      taskNames: this.options.taskNames,
-      limit,
-      leaseMs: this.options.leaseMs,
-      worker: this.options.identity,
-    });
-    if (rows.length === limit) this.moreLikely = true;
-    if (rows.length > 0) {
+    const claimed: ClaimedTaskRow[] = [];
+    for (const queue of this.options.queues) {
+      const rows = await this.db.run(TaskClaim, {
+        queue,
+        taskNames: this.options.taskNames,
+        limit: limit - claimed.length,
+        leaseMs: this.options.leaseMs,
+        worker: this.options.identity,
+      });
+      if (rows.length === 0) continue;
       // UPDATE ... RETURNING does not keep the claim order; restore it for the executor.
       rows.sort((a, b) => a.priority - b.priority || a.enqueued_at.getTime() - b.enqueued_at.getTime());
+      claimed.push(...rows);
       this.hooks.onClaimed(rows);
+      if (claimed.length === limit) {
+        this.moreLikely = true;
+        break;
+      }
     }
-    return rows;
+    return claimed;
   }
 
   /** Starts the loop. */

@@ -152,7 +152,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
       tasks.map((t) => t.id),
     );
     const start = this.executor.startAll(tasks).catch((error: unknown) => {
-      // The start statement failed: these tasks stay CLAIMED and the reaper requeues them once the lease lapses.
+      // The start statement failed: these tasks stay CLAIMED until recovery hands stale claims back to PENDING.
       this.fail('starting claimed tasks failed', error);
       this.release(tasks.length);
     });

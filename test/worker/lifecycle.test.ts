@@ -109,7 +109,7 @@ describe('PENDING → CLAIMED → RUNNING → COMPLETED', () => {
     const task = app.task({ name: 'lifecycle.claimonly', input: z.object({}), handler: () => 'ok' });
     const handle = await task.send({});
     const [claimed] = await app.db.run(TaskClaim, {
-      queues: ['default'],
+      queue: 'default',
       taskNames: ['lifecycle.claimonly'],
       limit: 10,
       leaseMs: 30_000,
@@ -241,7 +241,7 @@ describe('scheduling and deadlines', () => {
     const future = await later.send({}, { delayMs: 60_000 });
     const past = await later.send({}, { runAt: new Date(Date.now() - 1000) });
     const claimed = await app.db.run(TaskClaim, {
-      queues: ['default'],
+      queue: 'default',
       taskNames: ['lifecycle.later'],
       limit: 10,
       leaseMs: 30_000,
@@ -269,7 +269,7 @@ describe('scheduling and deadlines', () => {
     const stale = app.task({ name: 'lifecycle.stale', input: z.object({}), handler: () => 'ok' });
     const handle = await stale.send({}, { goodUntil: new Date(Date.now() - 1000) });
     const claimed = await app.db.run(TaskClaim, {
-      queues: ['default'],
+      queue: 'default',
       taskNames: ['lifecycle.stale'],
       limit: 10,
       leaseMs: 30_000,
@@ -284,7 +284,7 @@ describe('scheduling and deadlines', () => {
     const soon = app.task({ name: 'lifecycle.soon', input: z.object({}), handler: () => 'ran' });
     const handle = await soon.send({}, { goodUntil: new Date(Date.now() + 60_000) });
     const [claimed] = await app.db.run(TaskClaim, {
-      queues: ['default'],
+      queue: 'default',
       taskNames: ['lifecycle.soon'],
       limit: 1,
       leaseMs: 30_000,
@@ -344,7 +344,7 @@ describe('fencing', () => {
     const handle = await task.send({});
     const claim = () =>
       app.db.run(TaskClaim, {
-        queues: ['default'],
+        queue: 'default',
         taskNames: ['lifecycle.fenced'],
         limit: 1,
         leaseMs: 30_000,

@@ -1,0 +1,96 @@
+/** The `horsies` command line, run as real processes. */
+import pg from 'pg';
+import { afterAll, describe, expect, it } from 'vitest';
+import { runCli } from '../support/cli.js';
+import { databaseUrl, eventually, freshSchemaName, useTestSchema } from '../support/db.js';
+import { startWorkerProcess } from '../support/processes.js';
+
+const t = await useTestSchema();
+await t.query('CREATE TABLE {{schema}}.test_runs (task_id text NOT NULL, worker_pid int NOT NULL)');
+
+describe('horsies migrate', () => {
+  const schema = freshSchemaName();
+  const pool = new pg.Pool({ connectionString: databaseUrl(), max: 2 });
+  afterAll(async () => {
+    await pool.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+    await pool.end();
+  });
+
+  it('applies the migrations once when many processes start together', async () => {
+    const runs = await Promise.all(
+      Array.from({ length: 6 }, () =>
+        runCli(['migrate', '--schema', schema], { DATABASE_URL: databaseUrl() }),
+      ),
+    );
+    for (const run of runs) expect(run.code, run.stderr).toBe(0);
+    const appliedBy = runs.filter((r) => r.stdout.includes('applied 1'));
+    expect(appliedBy).toHaveLength(1);
+    expect(runs.filter((r) => r.stdout.includes('already at version 1'))).toHaveLength(5);
+    const { rows } = await pool.query(`SELECT version FROM "${schema}".horsies_schema_migrations`);
+    expect(rows).toEqual([{ version: 1 }]);
+    const { rows: tables } = await pool.query<{ table_name: string }>(
+      `SELECT table_name FROM information_schema.tables WHERE table_schema = $1 ORDER BY 1`,
+      [schema],
+    );
+    expect(tables.map((r) => r.table_name)).toEqual([
+      'horsies_heartbeats',
+      'horsies_schedule_state',
+      'horsies_schema_migrations',
+      'horsies_task_attempts',
+      'horsies_tasks',
+      'horsies_worker_states',
+    ]);
+  });
+
+  it('says what is wrong without a database', async () => {
+    const run = await runCli(['migrate'], { DATABASE_URL: '' });
+    expect(run.code).toBe(1);
+    expect(run.stderr).toContain('set DATABASE_URL');
+  });
+
+  it('rejects a bad schema name', async () => {
+    const run = await runCli(['migrate', '--schema', 'Bad-Name'], { DATABASE_URL: databaseUrl() });
+    expect(run.code).toBe(1);
+    expect(run.stderr).toContain('schema');
+  });
+});
+
+describe('horsies worker', () => {
+  it('on SIGTERM stops claiming, finishes the running task and exits 0', async () => {
+    const worker = startWorkerProcess({ databaseUrl: databaseUrl(), schema: t.schema }, [
+      '--concurrency',
+      '1',
+    ]);
+    await worker.ready;
+    const app = t.app();
+    const sleepy = app.task({
+      name: 'sleepy',
+      input: (await import('zod')).z.object({ ms: (await import('zod')).z.number() }),
+      handler: () => 'unused',
+    });
+    const running = await sleepy.send({ ms: 1500 });
+    await eventually(async () => (await app.getTask(running.id))?.status === 'RUNNING');
+    const waiting = await sleepy.send({ ms: 0 });
+    worker.child.kill('SIGTERM');
+    expect(await worker.exited).toBe(0);
+    expect((await app.getTask(running.id))?.status).toBe('COMPLETED');
+    expect((await app.getTask(waiting.id))?.status).toBe('PENDING');
+    const runs = await t.query('SELECT task_id FROM {{schema}}.test_runs WHERE task_id = $1', [running.id]);
+    expect(runs).toHaveLength(1);
+    expect(worker.output()).toContain('worker stopped');
+  });
+
+  it('fails clearly when the module does not exist', async () => {
+    const run = await runCli(['worker', 'no/such/module.ts'], { DATABASE_URL: databaseUrl() });
+    expect(run.code).toBe(1);
+    expect(run.stderr + run.stdout).toContain('module not found');
+  });
+
+  it('rejects a bad option before connecting', async () => {
+    const run = await runCli(['worker', 'test/fixtures/app.ts', '--concurrency', '0'], {
+      DATABASE_URL: databaseUrl(),
+    });
+    expect(run.code).not.toBe(0);
+    expect(run.stderr).toContain('must be a positive integer');
+  });
+});
