@@ -14,12 +14,19 @@ export interface ProducerOptions {
   pollIntervalMs: number;
   leaseMs: number;
   identity: WorkerIdentity;
+  /**
+   * Free slots needed before a freed slot triggers another claim while work is still running. Claiming in
+   * batches costs one round trip per batch instead of one per task; an idle worker claims at once regardless.
+   */
+  refillThreshold: number;
 }
 
 /** What the producer calls back into. */
 export interface ProducerHooks {
   /** Free slots right now. */
   capacity(): number;
+  /** True when the worker holds no task at all. */
+  idle(): boolean;
   /** Claimed tasks, already counted against capacity by the caller of runOnce. */
   onClaimed(tasks: ClaimedTaskRow[]): void;
   onError(error: unknown): void;
@@ -78,10 +85,14 @@ export class Producer {
     this.loop = this.run();
   }
 
-  /** Asks for a claim pass soon. `hint` says new work was announced (a notification). */
+  /**
+   * Asks for a claim pass soon. `hint` says new work was announced (a notification); without it (a slot was
+   * freed) the pass happens only if more work is likely and enough slots are free to make a batch.
+   */
   wake(hint = true): void {
     if (hint) this.moreLikely = true;
     else if (!this.moreLikely) return;
+    else if (!this.hooks.idle() && this.hooks.capacity() < this.options.refillThreshold) return;
     this.woken = true;
     this.wakeUp?.();
   }

@@ -63,9 +63,11 @@ export class Worker extends EventEmitter<WorkerEvents> {
         pollIntervalMs: this.config.pollIntervalMs,
         leaseMs: this.config.claimLeaseMs,
         identity,
+        refillThreshold: Math.max(1, Math.floor(this.config.maxClaimBatch / 2)),
       },
       {
         capacity: () => (this.state === 'running' ? this.config.concurrency - this.held : 0),
+        idle: () => this.held === 0,
         onClaimed: (tasks) => this.onClaimed(tasks),
         onError: (error) => this.fail('claim failed', error),
       },
