@@ -4,6 +4,7 @@
  */
 import type { StandardSchemaV1 } from '@standard-schema/spec';
 import { pino } from 'pino';
+import { z } from 'zod';
 import type { Logger } from 'pino';
 import { Database } from '../db/Database.js';
 import { migrate } from '../db/Migrator.js';
@@ -14,17 +15,34 @@ import type { TaskResult } from '../errors.js';
 import type { TaskInfo } from '../types.js';
 import { Worker } from '../worker/Worker.js';
 import type { WorkerConfig } from '../worker/config.js';
+import { parseConfig } from '../config.js';
 import { resolveAppConfig } from './config.js';
+import { policyFields, resolveRetryPolicy } from './policy.js';
 import type { AppConfig, ResolvedAppConfig } from './config.js';
 import { ResultWaiter } from './ResultWaiter.js';
 import type { SendContext } from './send.js';
 import { TaskDefinition } from './TaskDefinition.js';
-import type { TaskConfig } from './TaskDefinition.js';
+import type { ResolvedTaskPolicies, TaskConfig } from './TaskDefinition.js';
 import type { HandleHost } from './TaskHandle.js';
 import { TaskHandle } from './TaskHandle.js';
 import { toTaskInfo } from './taskInfo.js';
+import { cancelTask, listTasks, resubmitTasks } from './operations.js';
+import type { CancelResult, ResubmitResult, TaskFilter } from './operations.js';
 
 const APP_BRAND = Symbol.for('horsies.App');
+
+const taskConfigSchema = z.strictObject({
+  name: z.string().min(1).max(255),
+  input: z.custom<StandardSchemaV1>(
+    (v) => typeof (v as StandardSchemaV1 | null)?.['~standard']?.validate === 'function',
+    'must be a Standard Schema validator (zod, valibot, arktype...)',
+  ),
+  handler: z.custom<(...args: never[]) => unknown>((v) => typeof v === 'function', 'must be a function'),
+  queue: z.string().optional(),
+  priority: z.number().int().min(1).max(100).default(100),
+  ...policyFields,
+  retentionMs: z.number().int().min(0).optional(),
+});
 
 /** True when `value` is an {@link App} (also across two copies of the library). */
 export function isApp(value: unknown): value is App {
@@ -66,6 +84,11 @@ export class App implements HandleHost {
     this.sendContext = {
       db: this.db,
       queues: this.config.queues,
+      queueRetentionMs: new Map(
+        [...this.config.queueConfigs.values()].flatMap((q) =>
+          q.retentionMs === undefined ? [] : [[q.name, q.retentionMs] as const],
+        ),
+      ),
       maxPayloadBytes: this.config.maxPayloadBytes,
     };
     this.waiter = new ResultWaiter(this.db, { pollIntervalMs: this.config.resultPollIntervalMs });
@@ -73,38 +96,24 @@ export class App implements HandleHost {
 
   /** Defines a task. The input type comes from the schema, the result type from the handler. */
   task<S extends StandardSchemaV1, R>(config: TaskConfig<S, R>): TaskDefinition<S, R> {
-    const problems = [];
-    if (typeof config.name !== 'string' || config.name.length === 0 || config.name.length > 255) {
-      problems.push({
-        field: 'name',
-        value: config.name,
-        message: 'must be a string of 1 to 255 characters',
-      });
-    } else if (this.registry.has(config.name)) {
-      problems.push({ field: 'name', value: config.name, message: 'is already defined in this app' });
+    const parsed = parseConfig(`task definition "${String(config?.name)}"`, taskConfigSchema, config);
+    if (this.registry.has(parsed.name)) {
+      throw new ConfigError(`task definition "${parsed.name}"`, [
+        { field: 'name', value: parsed.name, message: 'is already defined in this app' },
+      ]);
     }
-    if (typeof config.input?.['~standard']?.validate !== 'function') {
-      problems.push({
-        field: 'input',
-        value: typeof config.input,
-        message: 'must be a Standard Schema validator (zod, valibot...)',
-      });
-    }
-    if (typeof config.handler !== 'function') {
-      problems.push({ field: 'handler', value: config.handler, message: 'must be a function' });
-    }
-    const priority = config.priority ?? 100;
-    if (!Number.isInteger(priority) || priority < 1 || priority > 100) {
-      problems.push({
-        field: 'priority',
-        value: config.priority,
-        message: 'must be an integer from 1 to 100',
-      });
-    }
-    if (problems.length > 0) throw new ConfigError(`task definition "${String(config.name)}"`, problems);
-    const queue = config.queue ?? this.config.defaultQueue;
+    const queue = parsed.queue ?? this.config.defaultQueue;
     if (!this.config.queues.includes(queue)) throw new UnknownQueueError(queue, this.config.queues);
-    const definition = new TaskDefinition<S, R>({ ...config, queue, priority }, this.sendContext, this);
+    const policies: ResolvedTaskPolicies = {
+      queue,
+      priority: parsed.priority,
+      retry: resolveRetryPolicy(parsed.retry, this.config.retry),
+      timeoutMs: parsed.timeoutMs ?? this.config.timeoutMs ?? null,
+      errorCodes: parsed.errorCodes ?? [],
+      defaultErrorCode: parsed.defaultErrorCode,
+      retentionMs: parsed.retentionMs ?? null,
+    };
+    const definition = new TaskDefinition<S, R>(config, policies, this.sendContext, this);
     this.registry.set(definition.name, definition as unknown as TaskDefinition<StandardSchemaV1, unknown>);
     return definition;
   }
@@ -135,6 +144,24 @@ export class App implements HandleHost {
     if (!row) return null;
     const attempts = options.attempts ? await this.db.run(AttemptListByTask, { taskId: id }) : undefined;
     return toTaskInfo(row, attempts);
+  }
+
+  /** Cancels a task: at once if it has not started, through its worker if it runs. See {@link CancelResult}. */
+  cancel(id: string): Promise<CancelResult> {
+    return cancelTask(this.db, id);
+  }
+
+  /** Tasks matching a filter (for example the dead-letter set: `{ status: 'FAILED' }`), newest first. */
+  listTasks(filter: TaskFilter = {}, page: { limit?: number; offset?: number } = {}): Promise<TaskInfo[]> {
+    return listTasks(this.db, filter, page);
+  }
+
+  /**
+   * Puts FAILED (or CANCELLED, EXPIRED) tasks back to PENDING with a fresh retry budget: given ids, or all that
+   * match a filter (default status FAILED), in bounded batches. Attempt numbers continue; history is kept.
+   */
+  resubmit(target: { ids: string[] } | (TaskFilter & { batchSize?: number })): Promise<ResubmitResult> {
+    return resubmitTasks(this.db, target);
   }
 
   /** @internal Used by handles. */

@@ -2,6 +2,7 @@
 import type { StandardSchemaV1 } from '@standard-schema/spec';
 import type { Logger } from 'pino';
 import type { TaskError } from '../errors.js';
+import type { ErrorCodeMap, ResolvedRetryPolicy, RetryPolicy } from './policy.js';
 import type { SendCallOptions, SendContext, SendOptions, SendTarget } from './send.js';
 import { insertTasks, prepareTask } from './send.js';
 import type { HandleHost } from './TaskHandle.js';
@@ -40,6 +41,33 @@ export interface TaskConfig<S extends StandardSchemaV1, R> {
   queue?: string;
   /** 1–100, lower runs first. Default 100. */
   priority?: number;
+  /** Retry policy; fields not given come from the app's `retry`. Default: no retries. */
+  retry?: RetryPolicy;
+  /**
+   * Execution timeout: the handler's AbortSignal fires and the attempt ends `TASK_TIMEOUT` (retried only if
+   * listed in `retry.retryOn`). Default: the app's `timeoutMs`, else none.
+   */
+  timeoutMs?: number;
+  /** Error classes to codes, consulted before the app's map (first `instanceof` match wins). */
+  errorCodes?: ErrorCodeMap;
+  /** Code of a thrown error no map names. Default `UNHANDLED_ERROR`. */
+  defaultErrorCode?: string;
+  /**
+   * How long a COMPLETED task is kept; 0 deletes it at the next retention pass once waiters had time to read it.
+   * Default: its queue's `retentionMs`, else the app's `recovery.terminalRecordRetentionHours`.
+   */
+  retentionMs?: number;
+}
+
+/** The policies of a task with app defaults applied. */
+export interface ResolvedTaskPolicies {
+  queue: string;
+  priority: number;
+  retry: ResolvedRetryPolicy;
+  timeoutMs: number | null;
+  errorCodes: ErrorCodeMap;
+  defaultErrorCode: string | undefined;
+  retentionMs: number | null;
 }
 
 /** One item of `sendMany`: an input and its own options. */
@@ -52,19 +80,30 @@ export class TaskDefinition<S extends StandardSchemaV1 = StandardSchemaV1, R = u
   readonly priority: number;
   readonly input: S;
   readonly handler: TaskHandler<StandardSchemaV1.InferOutput<S>, R>;
+  /** Retry, timeout, error mapping and retention, with app defaults applied. */
+  readonly policies: ResolvedTaskPolicies;
   private readonly target: SendTarget;
 
   constructor(
-    config: TaskConfig<S, R> & { queue: string; priority: number },
+    config: TaskConfig<S, R>,
+    policies: ResolvedTaskPolicies,
     private readonly ctx: SendContext,
     private readonly host: HandleHost,
   ) {
     this.name = config.name;
-    this.queue = config.queue;
-    this.priority = config.priority;
+    this.queue = policies.queue;
+    this.priority = policies.priority;
     this.input = config.input;
     this.handler = config.handler;
-    this.target = { name: this.name, queue: this.queue, priority: this.priority, schema: this.input };
+    this.policies = policies;
+    this.target = {
+      name: this.name,
+      queue: this.queue,
+      priority: this.priority,
+      schema: this.input,
+      maxRetries: policies.retry.maxRetries,
+      retentionMs: policies.retentionMs,
+    };
   }
 
   /** Sends one task. Validates everything before storing; throws a typed error on bad input. */

@@ -1,11 +1,13 @@
 /** A reference to one sent task: wait for its result, read its row. */
 import type { TaskResult } from '../errors.js';
 import type { TaskInfo } from '../types.js';
+import type { CancelResult } from './operations.js';
 
 /** What a handle needs from its app. */
 export interface HandleHost {
   waitForResult<T>(id: string, timeoutMs?: number): Promise<TaskResult<T>>;
   getTask(id: string, options?: { attempts?: boolean }): Promise<TaskInfo | null>;
+  cancel(id: string): Promise<CancelResult>;
 }
 
 /** A sent task. `R` is the task's result type. */
@@ -25,6 +27,11 @@ export class TaskHandle<R> {
    */
   result(options: { timeoutMs?: number } = {}): Promise<TaskResult<R>> {
     return this.host.waitForResult<R>(this.id, options.timeoutMs);
+  }
+
+  /** Cancels the task: at once if it has not started, through its worker if it runs. */
+  cancel(): Promise<CancelResult> {
+    return this.host.cancel(this.id);
   }
 
   /** The task's current row (and its attempts, when asked), or null if it no longer exists. */

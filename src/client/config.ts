@@ -4,6 +4,18 @@ import type { Logger } from 'pino';
 import { z } from 'zod';
 import { QUEUE_NAME_PATTERN, parseConfig } from '../config.js';
 import { schemaNameProblems } from '../db/Database.js';
+import { recoveryConfigSchema } from '../recovery/config.js';
+import type { RecoveryConfig } from '../recovery/config.js';
+import { policyFields } from './policy.js';
+import type { ErrorCodeMap, RetryPolicy } from './policy.js';
+
+/** A queue with settings. */
+export interface QueueConfig {
+  /** Lowercase letter first, then a-z, 0-9, `_`, `-`; at most 26 characters (it becomes a NOTIFY channel name). */
+  name: string;
+  /** How long COMPLETED tasks of this queue are kept, unless their task says otherwise. Default: the app's. */
+  retentionMs?: number;
+}
 
 /** Configuration of an {@link App}. Every field is optional. */
 export interface AppConfig {
@@ -16,10 +28,10 @@ export interface AppConfig {
   /** PostgreSQL schema holding the tables. Default `process.env.HORSIES_SCHEMA`, else `horsies`. */
   schema?: string;
   /**
-   * The queues this app uses. Default `['default']`. Names: lowercase letter first, then a-z, 0-9, `_`, `-`,
-   * at most 26 characters (they become NOTIFY channel names).
+   * The queues this app uses, as names or {@link QueueConfig}s. Default `['default']`. Names: lowercase letter
+   * first, then a-z, 0-9, `_`, `-`, at most 26 characters (they become NOTIFY channel names).
    */
-  queues?: string[];
+  queues?: Array<string | QueueConfig>;
   /** Queue of tasks that name none. Default: the first of `queues`. */
   defaultQueue?: string;
   /** Largest task input, in bytes of JSON. Default 1 MiB. */
@@ -30,6 +42,14 @@ export interface AppConfig {
   preparedStatements?: boolean;
   /** Logger. Default: pino at `process.env.HORSIES_LOG_LEVEL` or `info`. */
   logger?: Logger;
+  /** Default retry policy of every task (a task's own fields win). Default: no retries. */
+  retry?: RetryPolicy;
+  /** Default execution timeout of every task. Default: none. */
+  timeoutMs?: number;
+  /** Error classes to codes, consulted after the task's own map. */
+  errorCodes?: ErrorCodeMap;
+  /** Recovery and retention settings. */
+  recovery?: RecoveryConfig;
 }
 
 const queueName = z
@@ -53,10 +73,15 @@ const appConfigSchema = z
       })
       .default(() => process.env.HORSIES_SCHEMA || 'horsies'),
     queues: z
-      .array(queueName)
+      .array(
+        z.union([
+          queueName.transform((name) => ({ name })),
+          z.strictObject({ name: queueName, retentionMs: z.number().int().min(0).optional() }),
+        ]),
+      )
       .min(1)
-      .refine((qs) => new Set(qs).size === qs.length, 'must not repeat a queue')
-      .default(['default']),
+      .refine((qs) => new Set(qs.map((q) => q.name)).size === qs.length, 'must not repeat a queue')
+      .default([{ name: 'default' }]),
     defaultQueue: queueName.optional(),
     maxPayloadBytes: z
       .number()
@@ -68,18 +93,34 @@ const appConfigSchema = z
     logger: z
       .custom<Logger>((v) => typeof v === 'object' && v !== null && 'child' in v, 'must be a pino logger')
       .optional(),
+    retry: policyFields.retry,
+    timeoutMs: policyFields.timeoutMs,
+    errorCodes: policyFields.errorCodes,
+    recovery: recoveryConfigSchema.default(() => recoveryConfigSchema.parse({})),
   })
   .superRefine((config, ctx) => {
-    if (config.defaultQueue !== undefined && !config.queues.includes(config.defaultQueue)) {
+    if (config.defaultQueue !== undefined && !config.queues.some((q) => q.name === config.defaultQueue)) {
       ctx.addIssue({ code: 'custom', path: ['defaultQueue'], message: 'must be one of queues' });
     }
   });
 
-/** An {@link AppConfig} with defaults applied. */
-export type ResolvedAppConfig = z.output<typeof appConfigSchema> & { defaultQueue: string };
+type ParsedAppConfig = z.output<typeof appConfigSchema>;
+
+/** An {@link AppConfig} with defaults applied. `queues` holds the names; `queueConfigs` the settings by name. */
+export type ResolvedAppConfig = Omit<ParsedAppConfig, 'queues'> & {
+  queues: string[];
+  queueConfigs: ReadonlyMap<string, QueueConfig>;
+  defaultQueue: string;
+};
 
 /** Validates an app config, applying defaults; throws a ConfigError listing every problem. */
 export function resolveAppConfig(config: AppConfig): ResolvedAppConfig {
   const parsed = parseConfig('app config', appConfigSchema, config);
-  return { ...parsed, defaultQueue: parsed.defaultQueue ?? (parsed.queues[0] as string) };
+  const queues = parsed.queues.map((q) => q.name);
+  return {
+    ...parsed,
+    queues,
+    queueConfigs: new Map(parsed.queues.map((q) => [q.name, q])),
+    defaultQueue: parsed.defaultQueue ?? (queues[0] as string),
+  };
 }

@@ -47,12 +47,17 @@ export interface SendTarget {
   queue: string;
   priority: number;
   schema: StandardSchemaV1;
+  maxRetries: number;
+  /** The task's own retention of completed rows, if it has one. */
+  retentionMs: number | null;
 }
 
 /** What the send path needs to know about the app. */
 export interface SendContext {
   db: Database;
   queues: readonly string[];
+  /** Retention of completed rows per queue, for queues that set one. */
+  queueRetentionMs: ReadonlyMap<string, number>;
   maxPayloadBytes: number;
 }
 
@@ -69,10 +74,11 @@ export async function prepareTask(
   const kwargs = toCanonicalJson(input, 'input');
   const size = Buffer.byteLength(kwargs);
   if (size > ctx.maxPayloadBytes) throw new PayloadTooLargeError(target.name, size, ctx.maxPayloadBytes);
+  const queueName = options.queue ?? target.queue;
   return {
     id: options.id ?? uuidv7(),
     taskName: target.name,
-    queueName: options.queue ?? target.queue,
+    queueName,
     priority: options.priority ?? target.priority,
     kwargs,
     delayMs: Math.round(options.delayMs ?? 0),
@@ -80,7 +86,8 @@ export async function prepareTask(
     goodUntil: options.goodUntil ?? null,
     enqueueSha: payloadDigest(target.name, kwargs),
     idempotencyKey: options.idempotencyKey ?? null,
-    maxRetries: 0,
+    maxRetries: target.maxRetries,
+    retentionMs: target.retentionMs ?? ctx.queueRetentionMs.get(queueName) ?? null,
   };
 }
 

@@ -13,6 +13,7 @@ export const channels = {
   taskNew: (schema: string): string => `${schema}:task_new`,
   taskQueue: (schema: string, queue: string): string => `${schema}:task_queue_${queue}`,
   taskDone: (schema: string): string => `${schema}:task_done`,
+  taskCancel: (schema: string): string => `${schema}:task_cancel`,
 };
 
 /** Events of a {@link Listener}. */

@@ -74,6 +74,8 @@ export interface TaskInsert {
   enqueueSha: string;
   idempotencyKey: string | null;
   maxRetries: number;
+  /** Retention of the row once COMPLETED; null for the app's default. */
+  retentionMs: number | null;
 }
 
 /** Outcome of one insert: the task that now holds the id or key, and whether this statement created it. */
@@ -93,16 +95,16 @@ export const TaskInsertMany = statement<{ tasks: TaskInsert[] }, TaskInsertRow>(
   'TaskInsertMany',
   `WITH input AS (
      SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::jsonb[], $6::int[],
-                          $7::timestamptz[], $8::timestamptz[], $9::text[], $10::text[], $11::int[])
+                          $7::timestamptz[], $8::timestamptz[], $9::text[], $10::text[], $11::int[], $12::bigint[])
        AS i(id, task_name, queue_name, priority, kwargs, delay_ms, run_at, good_until, enqueue_sha,
-            idempotency_key, max_retries)
+            idempotency_key, max_retries, retention_ms)
    ), inserted AS (
      INSERT INTO {{schema}}.horsies_tasks
        (id, task_name, queue_name, priority, kwargs, status, enqueued_at, good_until, enqueue_sha,
-        idempotency_key, max_retries)
+        idempotency_key, max_retries, retention_ms)
      SELECT id, task_name, queue_name, priority, kwargs, 'PENDING',
             COALESCE(run_at, now() + delay_ms * interval '1 millisecond'), good_until, enqueue_sha,
-            idempotency_key, max_retries
+            idempotency_key, max_retries, retention_ms
      FROM input
      ON CONFLICT DO NOTHING
      RETURNING id
@@ -130,6 +132,7 @@ export const TaskInsertMany = statement<{ tasks: TaskInsert[] }, TaskInsertRow>(
     tasks.map((t) => t.enqueueSha),
     tasks.map((t) => t.idempotencyKey),
     tasks.map((t) => t.maxRetries),
+    tasks.map((t) => t.retentionMs),
   ],
 );
 
@@ -257,52 +260,94 @@ export const TaskStartMany = statement<
   ({ workerId, tasks }) => [workerId, tasks.map((t) => t.id), tasks.map((t) => t.generation)],
 );
 
-/** The final state of one execution, as the worker hands it to the completer. */
+/** The outcome of one execution, as the worker hands it to the completer. */
 export interface TaskFinish {
   id: string;
   generation: number;
-  status: 'COMPLETED' | 'FAILED';
+  /** `RETRY` goes back to PENDING after `retryDelayMs` (or FAILED if that would pass `good_until`). */
+  status: 'COMPLETED' | 'FAILED' | 'CANCELLED' | 'RETRY';
   /** JSON text of the result envelope. */
   result: string;
   errorCode: string | null;
   errorMessage: string | null;
   failedReason: string | null;
+  /** Delay before the retry starts; 0 for outcomes that do not retry. */
+  retryDelayMs: number;
+}
+
+/** What a finish turned into: the status written (a RETRY past `good_until` becomes FAILED). */
+export interface TaskFinishRow {
+  id: string;
+  status: 'COMPLETED' | 'FAILED' | 'CANCELLED' | 'PENDING';
 }
 
 /**
- * RUNNING → COMPLETED or FAILED for many tasks in one statement, writing each one's attempt row in the same
- * (implicit) transaction. Fenced on worker and claim generation, so a replay or a finisher that lost its claim
- * changes nothing; the ids returned are the tasks this call finished.
+ * Ends the attempt of many RUNNING tasks in one statement: COMPLETED, FAILED, CANCELLED, or back to PENDING for
+ * a retry (`retry_count + 1`, `next_retry_at` and `enqueued_at` moved by the delay). Each task's attempt row is
+ * written in the same (implicit) transaction, with `will_retry` set for retries. A retry that would start at or
+ * after `good_until` fails instead, and a task with a cancel request is cancelled rather than retried.
+ * Fenced on worker and claim generation, so a replay or a finisher that lost its claim changes nothing; the rows
+ * returned are the tasks this call changed.
  */
-export const TaskFinishMany = statement<{ worker: WorkerIdentity; tasks: TaskFinish[] }, { id: string }>(
+export const TaskFinishMany = statement<{ worker: WorkerIdentity; tasks: TaskFinish[] }, TaskFinishRow>(
   'TaskFinishMany',
   `WITH input AS (
-     SELECT * FROM unnest($5::text[], $6::int[], $7::text[], $8::jsonb[], $9::text[], $10::text[], $11::text[])
-       AS i(id, generation, status, result, error_code, error_message, failed_reason)
+     SELECT * FROM unnest($5::text[], $6::int[], $7::text[], $8::jsonb[], $9::text[], $10::text[], $11::text[],
+                          $12::int[])
+       AS i(id, generation, status, result, error_code, error_message, failed_reason, retry_delay_ms)
+   ), decided AS (
+     SELECT i.*, t.attempt, t.started_at,
+            CASE
+              WHEN i.status <> 'RETRY' THEN i.status
+              WHEN t.cancel_requested_at IS NOT NULL THEN 'CANCELLED'
+              WHEN t.good_until IS NOT NULL
+                   AND now() + i.retry_delay_ms * interval '1 millisecond' >= t.good_until THEN 'FAILED'
+              ELSE 'RETRY'
+            END AS final
+     FROM {{schema}}.horsies_tasks t JOIN input i ON i.id = t.id
+     WHERE t.status = 'RUNNING' AND t.claimed_by_worker_id = $1 AND t.claim_generation = i.generation
+     FOR UPDATE OF t
    ), finished AS (
      UPDATE {{schema}}.horsies_tasks t
-     SET status = i.status,
-         completed_at = CASE WHEN i.status = 'COMPLETED' THEN now() END,
-         failed_at = CASE WHEN i.status = 'FAILED' THEN now() END,
-         finished_at = now(),
-         result = i.result,
-         error_code = i.error_code,
-         failed_reason = i.failed_reason,
+     SET status = CASE WHEN d.final = 'RETRY' THEN 'PENDING' ELSE d.final END,
+         completed_at = CASE WHEN d.final = 'COMPLETED' THEN now() END,
+         failed_at = CASE WHEN d.final = 'FAILED' THEN now() END,
+         finished_at = CASE WHEN d.final <> 'RETRY' THEN now() END,
+         result = CASE WHEN d.final = 'RETRY' THEN NULL
+                       WHEN d.final = 'CANCELLED' AND d.status = 'RETRY' THEN jsonb_build_object('err',
+                         jsonb_build_object('code', 'TASK_CANCELLED', 'message', 'cancelled instead of retried'))
+                       ELSE d.result END,
+         error_code = CASE WHEN d.final = 'RETRY' THEN NULL
+                           WHEN d.final = 'CANCELLED' AND d.status = 'RETRY' THEN 'TASK_CANCELLED'
+                           ELSE d.error_code END,
+         failed_reason = CASE WHEN d.final <> 'RETRY' THEN d.failed_reason END,
          claimed = false,
          claim_expires_at = NULL,
+         claimed_at = CASE WHEN d.final = 'RETRY' THEN NULL ELSE t.claimed_at END,
+         claimed_by_worker_id = CASE WHEN d.final = 'RETRY' THEN NULL ELSE t.claimed_by_worker_id END,
+         started_at = CASE WHEN d.final = 'RETRY' THEN NULL ELSE t.started_at END,
+         retry_count = t.retry_count + CASE WHEN d.final = 'RETRY' THEN 1 ELSE 0 END,
+         next_retry_at = CASE WHEN d.final = 'RETRY' THEN now() + d.retry_delay_ms * interval '1 millisecond' END,
+         enqueued_at = CASE WHEN d.final = 'RETRY' THEN now() + d.retry_delay_ms * interval '1 millisecond'
+                            ELSE t.enqueued_at END,
+         -- At least 10 s, so that a caller awaiting the result can still read it (retention 0).
+         purge_after = CASE WHEN d.final = 'COMPLETED' AND t.retention_ms IS NOT NULL
+                            THEN now() + GREATEST(t.retention_ms, 10000) * interval '1 millisecond' END,
          updated_at = now()
-     FROM input i
-     WHERE t.id = i.id AND t.status = 'RUNNING' AND t.claimed_by_worker_id = $1 AND t.claim_generation = i.generation
-     RETURNING t.id, t.attempt, t.started_at, i.status, i.error_code, i.error_message, i.failed_reason
+     FROM decided d
+     WHERE t.id = d.id
+     RETURNING t.id, t.status
    ), recorded AS (
      INSERT INTO {{schema}}.horsies_task_attempts
        (task_id, attempt, outcome, will_retry, started_at, finished_at, error_code, error_message, failed_reason,
         worker_id, worker_hostname, worker_pid, worker_process_name)
-     SELECT f.id, f.attempt, f.status, false, f.started_at, now(), f.error_code, f.error_message, f.failed_reason,
-            $1, $2, $3, $4
-     FROM finished f
+     SELECT d.id, d.attempt, CASE WHEN d.final = 'COMPLETED' THEN 'COMPLETED' ELSE 'FAILED' END,
+            d.final = 'RETRY', d.started_at, now(),
+            CASE WHEN d.final = 'CANCELLED' AND d.status = 'RETRY' THEN 'TASK_CANCELLED' ELSE d.error_code END,
+            d.error_message, d.failed_reason, $1, $2, $3, $4
+     FROM decided d
    )
-   SELECT id FROM finished`,
+   SELECT id, status FROM finished`,
   ({ worker, tasks }) => [
     worker.workerId,
     worker.hostname,
@@ -315,6 +360,7 @@ export const TaskFinishMany = statement<{ worker: WorkerIdentity; tasks: TaskFin
     tasks.map((t) => t.errorCode),
     tasks.map((t) => t.errorMessage),
     tasks.map((t) => t.failedReason),
+    tasks.map((t) => t.retryDelayMs),
   ],
 );
 

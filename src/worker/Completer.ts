@@ -6,12 +6,13 @@
 import type { Database } from '../db/Database.js';
 import { isTransientDatabaseError } from '../db/Database.js';
 import { TaskFinishMany } from '../db/tasks.js';
-import type { TaskFinish, WorkerIdentity } from '../db/tasks.js';
+import type { TaskFinish, TaskFinishRow, WorkerIdentity } from '../db/tasks.js';
+import { sleep } from './timing.js';
 
 /** What one write did. */
 export interface CompleterResult {
-  /** Ids written as finished. */
-  finished: string[];
+  /** Tasks written, with the status each got (PENDING for a retry). */
+  finished: TaskFinishRow[];
   /** Ids whose claim was superseded (reaped, cancelled): nothing was written for them. */
   lost: string[];
 }
@@ -84,8 +85,8 @@ export class Completer {
     for (let failures = 0; ; failures += 1) {
       try {
         const rows = await this.db.run(TaskFinishMany, { worker: this.identity, tasks: batch });
-        const finished = new Set(rows.map((r) => r.id));
-        return { finished: [...finished], lost: batch.filter((f) => !finished.has(f.id)).map((f) => f.id) };
+        const written = new Set(rows.map((r) => r.id));
+        return { finished: rows, lost: batch.filter((f) => !written.has(f.id)).map((f) => f.id) };
       } catch (error) {
         this.hooks.onError(error, batch);
         if (!isTransientDatabaseError(error)) return this.writeOneByOne(batch);
@@ -101,15 +102,12 @@ export class Completer {
     for (const finish of batch) {
       try {
         const rows = await this.db.run(TaskFinishMany, { worker: this.identity, tasks: [finish] });
-        (rows.length > 0 ? result.finished : result.lost).push(finish.id);
+        if (rows.length > 0) result.finished.push(...rows);
+        else result.lost.push(finish.id);
       } catch (error) {
         this.hooks.onError(error, [finish]);
       }
     }
     return result;
   }
-}
-
-function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
 }

@@ -4,92 +4,176 @@
  * against the task's schema, handler called with a context and an AbortSignal, the outcome turned into a finish
  * for the completer.
  *
- *   claimed ──TaskStartMany──► running ──handler──► finish ──► Completer
- *      │                          │
- *      ├─ expired (no attempt)    └─ invalid input → FAILED VALIDATION_FAILED
- *      └─ lost (claim superseded; not run)
+ *   claimed ──TaskStartMany──► running ──handler──► outcome ──► finish ──► Completer
+ *      │                          │                    ├─ value            → COMPLETED
+ *      ├─ expired (no attempt)    ├─ timeout           ├─ error, retryable → RETRY (back to PENDING)
+ *      └─ lost (not run)          ├─ cancel request    ├─ error            → FAILED
+ *                                 └─ shutdown          └─ cancelled        → CANCELLED
+ *
+ * A stop (timeout, cancel, shutdown) fires the handler's AbortSignal and gives it `abortGraceMs` to return. A
+ * handler that ignores the signal is left behind: its outcome is decided without it, its slot is freed, and the
+ * leak is logged.
  */
 import type { StandardSchemaV1 } from '@standard-schema/spec';
 import type { Logger } from 'pino';
-import type { TaskDefinition, TaskContext } from '../client/TaskDefinition.js';
+import type { TaskContext, TaskDefinition } from '../client/TaskDefinition.js';
 import { toCanonicalJson } from '../client/json.js';
+import type { ErrorCodeMap } from '../client/policy.js';
 import { errorEnvelope, okEnvelope } from '../client/outcome.js';
 import type { Database } from '../db/Database.js';
 import { TaskStartMany } from '../db/tasks.js';
 import type { ClaimedTaskRow, TaskFinish, WorkerIdentity } from '../db/tasks.js';
 import { NotSerializableError, TaskError } from '../errors.js';
+import { retryDelayMs } from './backoff.js';
+import type { RandomSource } from './backoff.js';
+import { toTaskError } from './errorMapping.js';
+import { settlesWithin } from './timing.js';
+
+/** Why a running handler is being stopped. */
+export type StopReason = 'timeout' | 'cancel' | 'shutdown';
 
 /** What the executor calls back into. */
 export interface ExecutorHooks {
   /** A task will not run here (expired or lost); its slot is free. */
   onSkipped(task: ClaimedTaskRow, reason: 'expired' | 'lost'): void;
   onStarted(task: ClaimedTaskRow, attempt: number): void;
-  /** A handler finished; hand the finish to the completer. */
+  /** A run ended; hand the finish to the completer. */
   onFinished(finish: TaskFinish, task: ClaimedTaskRow): void;
 }
 
+/** Settings of an {@link Executor}. */
+export interface ExecutorOptions {
+  identity: WorkerIdentity;
+  /** How long a stopped handler gets to return before it is left behind. */
+  abortGraceMs: number;
+  /** The app's error map, consulted after the task's. */
+  appErrorCodes: ErrorCodeMap;
+  /** Random source for backoff jitter (tests inject one). */
+  random?: RandomSource;
+}
+
+interface Run {
+  controller: AbortController;
+  stop: (reason: StopReason) => void;
+}
+
+type Outcome = { value: string } | TaskError;
+
 /** Runs tasks for one worker. */
 export class Executor {
-  private readonly controllers = new Map<string, AbortController>();
-  private readonly runs = new Set<Promise<void>>();
+  private readonly runs = new Map<string, Run>();
+  private readonly pending = new Set<Promise<void>>();
 
   constructor(
     private readonly db: Database,
-    private readonly identity: WorkerIdentity,
     private readonly registry: ReadonlyMap<string, TaskDefinition<StandardSchemaV1, unknown>>,
     private readonly logger: Logger,
+    private readonly options: ExecutorOptions,
     private readonly hooks: ExecutorHooks,
   ) {}
 
-  /** Number of handlers running now. */
+  /** Number of handlers running now (leaked ones excluded). */
   get running(): number {
-    return this.runs.size;
+    return this.pending.size;
+  }
+
+  /** Ids of the tasks running now. */
+  runningIds(): string[] {
+    return [...this.runs.keys()];
   }
 
   /** Starts claimed tasks (one statement) and launches their handlers. */
   async startAll(tasks: ClaimedTaskRow[]): Promise<void> {
     const rows = await this.db.run(TaskStartMany, {
-      workerId: this.identity.workerId,
+      workerId: this.options.identity.workerId,
       tasks: tasks.map((t) => ({ id: t.id, generation: t.claim_generation })),
     });
     const byId = new Map(rows.map((r) => [r.id, r]));
     for (const task of tasks) {
       const row = byId.get(task.id);
       if (!row) {
-        this.logger.warn({ taskId: task.id }, 'claim was superseded before the task started; not running it');
+        this.logger.warn(
+          { taskId: task.id },
+          'claim was superseded or cancelled before the task started; not running it',
+        );
         this.hooks.onSkipped(task, 'lost');
       } else if (row.status === 'EXPIRED') {
         this.hooks.onSkipped(task, 'expired');
       } else {
         this.hooks.onStarted(task, row.attempt);
         const run = this.run(task, row.attempt);
-        this.runs.add(run);
-        void run.finally(() => this.runs.delete(run));
+        this.pending.add(run);
+        void run.finally(() => this.pending.delete(run));
       }
     }
   }
 
-  /** Fires the AbortSignal of every running handler. */
-  abortAll(reason: string): void {
-    for (const controller of this.controllers.values()) controller.abort(new Error(reason));
+  /** Stops one running handler (AbortSignal, then `abortGraceMs`). Returns false if it does not run here. */
+  stop(taskId: string, reason: StopReason): boolean {
+    const run = this.runs.get(taskId);
+    if (!run) return false;
+    run.stop(reason);
+    return true;
   }
 
-  /** Resolves when every running handler has returned. */
+  /** Stops every running handler. */
+  stopAll(reason: StopReason): void {
+    for (const run of this.runs.values()) run.stop(reason);
+  }
+
+  /** Resolves when every run has ended (handlers returned, or were left behind after their grace). */
   async idle(): Promise<void> {
-    while (this.runs.size > 0) await Promise.allSettled([...this.runs]);
+    while (this.pending.size > 0) await Promise.allSettled([...this.pending]);
   }
 
   private async run(task: ClaimedTaskRow, attempt: number): Promise<void> {
     const definition = this.registry.get(task.task_name);
+    if (!definition) {
+      const error = new TaskError(
+        'UNHANDLED_ERROR',
+        `task "${task.task_name}" is not registered in this worker`,
+      );
+      this.hooks.onFinished(this.toFinish(task, error, null, null), task);
+      return;
+    }
     const controller = new AbortController();
-    this.controllers.set(task.id, controller);
+    let stopped: (reason: StopReason) => void = () => undefined;
+    const stop = new Promise<StopReason>((resolve) => (stopped = resolve));
+    let stopReason: StopReason | null = null;
+    this.runs.set(task.id, {
+      controller,
+      stop: (reason) => {
+        if (stopReason) return;
+        stopReason = reason;
+        stopped(reason);
+      },
+    });
+    const timeoutMs = definition.policies.timeoutMs;
+    const timer =
+      timeoutMs === null ? null : setTimeout(() => this.runs.get(task.id)?.stop('timeout'), timeoutMs);
     try {
-      const outcome = definition
-        ? await this.execute(definition, task, attempt, controller.signal).catch(unhandled)
-        : new TaskError('UNHANDLED_ERROR', `task "${task.task_name}" is not registered in this worker`);
-      this.hooks.onFinished(toFinish(task, outcome), task);
+      const execution = this.execute(definition, task, attempt, controller.signal);
+      const first = await Promise.race([execution, stop]);
+      let outcome: Outcome;
+      if (typeof first !== 'string') {
+        outcome = first;
+      } else {
+        controller.abort(new Error(`task stopped: ${first}`));
+        if (!(await settlesWithin(execution, this.options.abortGraceMs))) {
+          this.logger.warn(
+            { taskId: task.id, task: task.task_name, reason: first, graceMs: this.options.abortGraceMs },
+            'handler ignored its AbortSignal and leaked; the task is finished without it',
+          );
+        }
+        outcome = stopOutcome(first, timeoutMs);
+      }
+      this.hooks.onFinished(
+        this.toFinish(task, outcome, definition, typeof first === 'string' ? first : null),
+        task,
+      );
     } finally {
-      this.controllers.delete(task.id);
+      if (timer) clearTimeout(timer);
+      this.runs.delete(task.id);
     }
   }
 
@@ -98,75 +182,87 @@ export class Executor {
     task: ClaimedTaskRow,
     attempt: number,
     signal: AbortSignal,
-  ): Promise<{ json: string } | TaskError> {
-    const validated = await definition.input['~standard'].validate(task.kwargs);
-    if (validated.issues) {
-      const detail = validated.issues.map((i) => i.message).join('; ');
-      return new TaskError(
-        'VALIDATION_FAILED',
-        `stored input no longer matches the task's schema: ${detail}`,
-      );
-    }
-    const logger = this.logger;
-    let taskLogger: Logger | null = null;
-    const ctx: TaskContext = {
-      taskId: task.id,
-      taskName: task.task_name,
-      queue: task.queue_name,
-      attempt,
-      retryCount: task.retry_count,
-      signal,
-      get logger() {
-        return (taskLogger ??= logger.child({ taskId: task.id, task: task.task_name, attempt }));
-      },
+  ): Promise<Outcome> {
+    const maps = {
+      task: definition.policies.errorCodes,
+      app: this.options.appErrorCodes,
+      defaultCode: definition.policies.defaultErrorCode,
     };
-    let value: unknown;
     try {
-      value = await definition.handler(validated.value, ctx);
+      const validated = await definition.input['~standard'].validate(task.kwargs);
+      if (validated.issues) {
+        const detail = validated.issues.map((i) => i.message).join('; ');
+        return new TaskError(
+          'VALIDATION_FAILED',
+          `stored input no longer matches the task's schema: ${detail}`,
+        );
+      }
+      const logger = this.logger;
+      let taskLogger: Logger | null = null;
+      const ctx: TaskContext = {
+        taskId: task.id,
+        taskName: task.task_name,
+        queue: task.queue_name,
+        attempt,
+        retryCount: task.retry_count,
+        signal,
+        get logger() {
+          return (taskLogger ??= logger.child({ taskId: task.id, task: task.task_name, attempt }));
+        },
+      };
+      const value = await definition.handler(validated.value, ctx);
+      if (value instanceof TaskError) return value;
+      return { value: toCanonicalJson(value === undefined ? null : value, 'result') };
     } catch (error) {
-      return error instanceof TaskError ? error : unhandled(error);
-    }
-    if (value instanceof TaskError) return value;
-    try {
-      return { json: toCanonicalJson(value === undefined ? null : value, 'result') };
-    } catch (error) {
-      if (!(error instanceof NotSerializableError)) throw error;
-      return new TaskError('RESULT_NOT_SERIALIZABLE', error.message);
+      if (error instanceof NotSerializableError && error.path.startsWith('result')) {
+        return new TaskError('RESULT_NOT_SERIALIZABLE', error.message);
+      }
+      return toTaskError(error, maps);
     }
   }
-}
 
-function toFinish(task: ClaimedTaskRow, outcome: { json: string } | TaskError): TaskFinish {
-  if (outcome instanceof TaskError) {
-    return {
-      id: task.id,
-      generation: task.claim_generation,
-      status: 'FAILED',
+  private toFinish(
+    task: ClaimedTaskRow,
+    outcome: Outcome,
+    definition: TaskDefinition<StandardSchemaV1, unknown> | null,
+    stopReason: StopReason | null,
+  ): TaskFinish {
+    const base = { id: task.id, generation: task.claim_generation, failedReason: null, retryDelayMs: 0 };
+    if (!(outcome instanceof TaskError)) {
+      return {
+        ...base,
+        status: 'COMPLETED',
+        result: okEnvelope(outcome.value),
+        errorCode: null,
+        errorMessage: null,
+      };
+    }
+    const failure = {
+      ...base,
       result: errorEnvelope(outcome),
       errorCode: outcome.code,
       errorMessage: outcome.message,
-      failedReason: null,
     };
+    if (stopReason === 'cancel') return { ...failure, status: 'CANCELLED' };
+    const policy = definition?.policies.retry;
+    if (policy && policy.retryOn.includes(outcome.code) && task.retry_count < task.max_retries) {
+      return {
+        ...failure,
+        status: 'RETRY',
+        retryDelayMs: retryDelayMs(policy, task.retry_count + 1, this.options.random),
+      };
+    }
+    return { ...failure, status: 'FAILED' };
   }
-  return {
-    id: task.id,
-    generation: task.claim_generation,
-    status: 'COMPLETED',
-    result: okEnvelope(outcome.json),
-    errorCode: null,
-    errorMessage: null,
-    failedReason: null,
-  };
 }
 
-const MAX_STACK_CHARS = 4000;
-
-function unhandled(error: unknown): TaskError {
-  if (error instanceof Error) {
-    return new TaskError('UNHANDLED_ERROR', `${error.name}: ${error.message}`, {
-      name: error.name,
-      stack: (error.stack ?? '').slice(0, MAX_STACK_CHARS),
-    });
+function stopOutcome(reason: StopReason, timeoutMs: number | null): TaskError {
+  switch (reason) {
+    case 'timeout':
+      return new TaskError('TASK_TIMEOUT', `the task did not finish within ${timeoutMs} ms`);
+    case 'cancel':
+      return new TaskError('TASK_CANCELLED', 'the task was cancelled while it ran');
+    case 'shutdown':
+      return new TaskError('WORKER_SHUTDOWN', 'the worker shut down while the task ran');
   }
-  return new TaskError('UNHANDLED_ERROR', `non-Error thrown: ${String(error)}`);
 }

@@ -19,8 +19,15 @@ export interface WorkerConfig {
   claimLeaseMs?: number;
   /** Most finished tasks written in one statement. Default 500. */
   completionBatchSize?: number;
-  /** How long `stop()` waits for running handlers before aborting them. Default 30,000 ms. */
+  /** How long `stop()` waits for running handlers before stopping them. Default 30,000 ms. */
   drainTimeoutMs?: number;
+  /**
+   * How long a stopped handler (timeout, cancel, shutdown) gets to return after its AbortSignal fires; after
+   * that it is left behind and its outcome written without it. Default 5,000 ms.
+   */
+  abortGraceMs?: number;
+  /** Run the maintenance services (expiry, retention) in this worker. Default true. */
+  maintenance?: boolean;
   /** Worker id recorded on claims and attempts. Default: `<host>:<pid>:<random>`. */
   workerId?: string;
 }
@@ -33,6 +40,8 @@ const workerConfigSchema = z.strictObject({
   claimLeaseMs: z.number().int().min(1000).default(60_000),
   completionBatchSize: z.number().int().min(1).max(10_000).default(500),
   drainTimeoutMs: z.number().int().min(0).default(30_000),
+  abortGraceMs: z.number().int().min(0).default(5_000),
+  maintenance: z.boolean().default(true),
   workerId: z.string().min(1).max(255).optional(),
 });
 

@@ -382,6 +382,7 @@ describe('fencing', () => {
             errorCode: null,
             errorMessage: null,
             failedReason: null,
+            retryDelayMs: 0,
           },
         ],
       });

@@ -1,0 +1,103 @@
+/**
+ * horsies, imported from the repository's source. Completed tasks stay in `horsies_tasks` with status
+ * COMPLETED and one COMPLETED row each in `horsies_task_attempts`; "finished" counts tasks that have both.
+ */
+import { pino } from 'pino';
+import { z } from 'zod';
+import { createApp } from '../../../src/index.js';
+import type { WorkerConfig } from '../../../src/index.js';
+import { CONCURRENCY, chunks, runNoop } from './types.js';
+import type { BenchEnv, PeerSession, RecoverySettings, Subject, WorkerHooks } from './types.js';
+
+export interface HorsiesVariant {
+  id: string;
+  schema: string;
+  worker: WorkerConfig;
+  settings: string;
+}
+
+export const HORSIES_VARIANTS: HorsiesVariant[] = [
+  {
+    id: 'horsies',
+    schema: 'bench_horsies',
+    worker: { concurrency: CONCURRENCY },
+    settings:
+      'defaults: app.worker({ concurrency: 10 }) (claim batch = concurrency, LISTEN/NOTIFY wake-ups, 2 s poll, ' +
+      'finishes written in batches of up to 500); every state change is a durable PostgreSQL commit.',
+  },
+];
+
+export function horsiesSubject(variant: HorsiesVariant): Subject {
+  return {
+    id: variant.id,
+    peer: 'horsies',
+    isHorsies: true,
+    store: 'postgres',
+    settings: variant.settings,
+    finished:
+      'task row in status COMPLETED and its COMPLETED row in horsies_task_attempts (both counted in SQL)',
+    recoveryNote: { skip: 'not implemented yet (horsies has no heartbeats or reaper today)' },
+    reset: (env) => env.postgres.dropSchema(variant.schema),
+    open: (env, recovery) => openHorsies(env, variant, recovery),
+  };
+}
+
+async function openHorsies(
+  env: BenchEnv,
+  variant: HorsiesVariant,
+  _recovery?: RecoverySettings,
+): Promise<PeerSession> {
+  const schema = variant.schema;
+  const app = createApp({
+    databaseUrl: env.postgres.url,
+    schema,
+    logger: pino({ level: process.env.HORSIES_LOG_LEVEL ?? 'warn' }),
+  });
+  let hooks: WorkerHooks | null = null;
+  try {
+    await app.migrate();
+  } catch (error) {
+    await app.close();
+    throw error;
+  }
+  const noop = app.task({
+    name: 'bench.noop',
+    input: z.object({ seq: z.number().int() }),
+    handler: ({ seq }) => runNoop(hooks, seq),
+  });
+  const admin = env.postgres.admin;
+  return {
+    async enqueueBatch(first, count, chunk) {
+      for (const seqs of chunks(first, count, chunk)) {
+        await noop.sendMany(seqs.map((seq) => ({ input: { seq } })));
+      }
+    },
+    async sendOne(seq) {
+      await noop.send({ seq });
+    },
+    async startWorker(workerHooks) {
+      hooks = workerHooks;
+      const worker = app.worker(variant.worker);
+      worker.on('worker:error', (error) => console.error(`horsies worker error: ${String(error)}`));
+      await worker.start();
+      return { stop: () => worker.stop() };
+    },
+    async countQueued() {
+      const { rows } = await admin.query<{ n: number }>(
+        `SELECT count(*)::int AS n FROM "${schema}".horsies_tasks WHERE status = 'PENDING'`,
+      );
+      return rows[0]?.n ?? 0;
+    },
+    async countFinished() {
+      // finished_at IS NOT NULL lets PostgreSQL use the partial index on finished rows.
+      const { rows } = await admin.query<{ tasks: number; attempts: number }>(
+        `SELECT (SELECT count(*)::int FROM "${schema}".horsies_tasks
+                  WHERE finished_at IS NOT NULL AND status = 'COMPLETED') AS tasks,
+                (SELECT count(*)::int FROM "${schema}".horsies_task_attempts
+                  WHERE outcome = 'COMPLETED') AS attempts`,
+      );
+      return Math.min(rows[0]?.tasks ?? 0, rows[0]?.attempts ?? 0);
+    },
+    close: () => app.close(),
+  };
+}

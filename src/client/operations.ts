@@ -1,0 +1,148 @@
+/**
+ * Operations on stored tasks: list by filter, cancel, and resubmit terminal tasks (the dead-letter set). Used by
+ * the app's methods and the CLI.
+ */
+import { z } from 'zod';
+import { parseConfig } from '../config.js';
+import { ConfigError } from '../errors.js';
+import type { Database } from '../db/Database.js';
+import { ClockNow, TaskCancel, TaskList, TaskResubmit } from '../db/admin.js';
+import type { TaskFilterParams } from '../db/admin.js';
+import { TASK_STATUSES } from '../types.js';
+import type { TaskInfo, TaskStatus } from '../types.js';
+import { toTaskInfo } from './taskInfo.js';
+
+/** Which tasks to list or resubmit. Unset fields match everything. */
+export interface TaskFilter {
+  /** One status or several. */
+  status?: TaskStatus | TaskStatus[];
+  taskName?: string;
+  queue?: string;
+  errorCode?: string;
+  /** Finished at or after this time. */
+  finishedAfter?: Date;
+  /** Finished before this time. */
+  finishedBefore?: Date;
+}
+
+/** What `cancel()` did. */
+export interface CancelResult {
+  id: string;
+  /**
+   * `cancelled`: it was PENDING or CLAIMED and is CANCELLED now. `cancel_requested`: it is RUNNING; its worker
+   * stops the handler and finishes it CANCELLED. `already_finished`: it was terminal; nothing changed.
+   * `not_found`: no such task.
+   */
+  outcome: 'cancelled' | 'cancel_requested' | 'already_finished' | 'not_found';
+  /** The status before the call (null when not found). */
+  previousStatus: TaskStatus | null;
+}
+
+/** What a resubmit did. */
+export interface ResubmitResult {
+  /** Ids put back to PENDING. */
+  ids: string[];
+}
+
+const RESUBMITTABLE: TaskStatus[] = ['FAILED', 'CANCELLED', 'EXPIRED'];
+
+const status = z.enum(TASK_STATUSES);
+const filterSchema = z.strictObject({
+  status: z.union([status, z.array(status).min(1)]).optional(),
+  taskName: z.string().min(1).optional(),
+  queue: z.string().min(1).optional(),
+  errorCode: z.string().min(1).optional(),
+  finishedAfter: z.date().optional(),
+  finishedBefore: z.date().optional(),
+});
+
+function toParams(filter: TaskFilter | undefined): TaskFilterParams {
+  const f = parseConfig('task filter', filterSchema, filter ?? {});
+  return {
+    statuses: f.status === undefined ? null : Array.isArray(f.status) ? f.status : [f.status],
+    taskName: f.taskName ?? null,
+    queue: f.queue ?? null,
+    errorCode: f.errorCode ?? null,
+    finishedAfter: f.finishedAfter ?? null,
+    finishedBefore: f.finishedBefore ?? null,
+  };
+}
+
+/** Tasks matching `filter`, most recently finished (or enqueued) first. */
+export async function listTasks(
+  db: Database,
+  filter: TaskFilter = {},
+  page: { limit?: number; offset?: number } = {},
+): Promise<TaskInfo[]> {
+  const { limit, offset } = parseConfig(
+    'page',
+    z.strictObject({
+      limit: z.number().int().min(1).max(10_000).default(100),
+      offset: z.number().int().min(0).default(0),
+    }),
+    page,
+  );
+  const rows = await db.run(TaskList, { ...toParams(filter), limit, offset });
+  return rows.map((row) => toTaskInfo(row));
+}
+
+/** Cancels one task (see {@link CancelResult}). */
+export async function cancelTask(db: Database, id: string): Promise<CancelResult> {
+  const [row] = await db.run(TaskCancel, { id });
+  if (!row) return { id, outcome: 'not_found', previousStatus: null };
+  const previousStatus = row.previous_status as TaskStatus;
+  const outcome =
+    previousStatus === 'PENDING' || previousStatus === 'CLAIMED'
+      ? 'cancelled'
+      : previousStatus === 'RUNNING'
+        ? 'cancel_requested'
+        : 'already_finished';
+  return { id, outcome, previousStatus };
+}
+
+/**
+ * Puts terminal tasks (FAILED, CANCELLED, EXPIRED; default FAILED) back to PENDING with a fresh retry budget:
+ * the given ids, or every task matching the filter, in batches of `batchSize`. Attempt numbers continue and
+ * the attempt history is kept. A task this call already resubmitted is not picked again, even if it fails
+ * again meanwhile.
+ */
+export async function resubmitTasks(
+  db: Database,
+  target: { ids: string[] } | (TaskFilter & { batchSize?: number }),
+): Promise<ResubmitResult> {
+  if ('ids' in target) {
+    if (target.ids.length === 0) return { ids: [] };
+    const rows = await db.run(TaskResubmit, {
+      ...toParams({ status: RESUBMITTABLE }),
+      ids: target.ids,
+      notResubmittedSince: null,
+      limit: target.ids.length,
+    });
+    return { ids: rows.map((r) => r.id) };
+  }
+  const { batchSize = 1000, ...filter } = target;
+  const params = toParams({ status: 'FAILED', ...filter });
+  const refused = params.statuses?.filter((s) => !RESUBMITTABLE.includes(s as TaskStatus)) ?? [];
+  if (refused.length > 0) {
+    throw new ConfigError('resubmit filter', [
+      {
+        field: 'status',
+        value: refused,
+        message: 'only FAILED, CANCELLED and EXPIRED tasks can be resubmitted',
+      },
+    ]);
+  }
+  const [clock] = await db.run(ClockNow, {});
+  const ids: string[] = [];
+  for (;;) {
+    const rows = await db.run(TaskResubmit, {
+      ...params,
+      ids: null,
+      notResubmittedSince: clock!.now,
+      limit: batchSize,
+    });
+    ids.push(...rows.map((r) => r.id));
+    if (rows.length < batchSize) break;
+  }
+  return { ids };
+}

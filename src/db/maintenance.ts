@@ -1,0 +1,97 @@
+/**
+ * Maintenance statements: expiry of PENDING tasks past their deadline and retention. Each works on a bounded
+ * batch, so a large backlog is spread over many short statements instead of one long lock-holding one.
+ */
+import { statement } from './Database.js';
+
+/** PENDING → EXPIRED (`TASK_EXPIRED`, no attempt row) for up to `limit` tasks whose `good_until` passed. */
+export const TaskExpireBatch = statement<{ limit: number }, { id: string }>(
+  'TaskExpireBatch',
+  `WITH batch AS (
+     SELECT id FROM {{schema}}.horsies_tasks
+     WHERE status = 'PENDING' AND good_until IS NOT NULL AND good_until <= now()
+     ORDER BY good_until
+     LIMIT $1
+     FOR UPDATE SKIP LOCKED
+   )
+   UPDATE {{schema}}.horsies_tasks t
+   SET status = 'EXPIRED',
+       finished_at = now(),
+       error_code = 'TASK_EXPIRED',
+       failed_reason = 'good_until passed before the task was claimed',
+       result = jsonb_build_object('err', jsonb_build_object(
+         'code', 'TASK_EXPIRED', 'message', 'good_until passed before the task was claimed')),
+       updated_at = now()
+   FROM batch
+   WHERE t.id = batch.id
+   RETURNING t.id`,
+  ({ limit }) => [limit],
+);
+
+/** Deletes up to `limit` heartbeats older than `olderThanMs`. */
+export const HeartbeatPrune = statement<{ olderThanMs: number; limit: number }, { deleted: number }>(
+  'HeartbeatPrune',
+  `WITH gone AS (
+     DELETE FROM {{schema}}.horsies_heartbeats WHERE id IN (
+       SELECT id FROM {{schema}}.horsies_heartbeats
+       WHERE sent_at < now() - $1 * interval '1 millisecond'
+       LIMIT $2
+     )
+     RETURNING 1
+   )
+   SELECT count(*)::int AS deleted FROM gone`,
+  ({ olderThanMs, limit }) => [olderThanMs, limit],
+);
+
+/** Deletes up to `limit` worker snapshots older than `olderThanMs`. */
+export const WorkerStatePrune = statement<{ olderThanMs: number; limit: number }, { deleted: number }>(
+  'WorkerStatePrune',
+  `WITH gone AS (
+     DELETE FROM {{schema}}.horsies_worker_states WHERE id IN (
+       SELECT id FROM {{schema}}.horsies_worker_states
+       WHERE snapshot_at < now() - $1 * interval '1 millisecond'
+       LIMIT $2
+     )
+     RETURNING 1
+   )
+   SELECT count(*)::int AS deleted FROM gone`,
+  ({ olderThanMs, limit }) => [olderThanMs, limit],
+);
+
+/**
+ * Deletes up to `limit` terminal tasks finished more than `olderThanMs` ago (their attempts cascade), except
+ * COMPLETED tasks with a retention of their own, which {@link TaskPrunePurgeable} handles.
+ */
+export const TaskPruneFinished = statement<{ olderThanMs: number; limit: number }, { deleted: number }>(
+  'TaskPruneFinished',
+  `WITH gone AS (
+     DELETE FROM {{schema}}.horsies_tasks WHERE id IN (
+       SELECT id FROM {{schema}}.horsies_tasks
+       WHERE finished_at < now() - $1 * interval '1 millisecond'
+         AND (status <> 'COMPLETED' OR retention_ms IS NULL)
+       ORDER BY finished_at
+       LIMIT $2
+       FOR UPDATE SKIP LOCKED
+     )
+     RETURNING 1
+   )
+   SELECT count(*)::int AS deleted FROM gone`,
+  ({ olderThanMs, limit }) => [olderThanMs, limit],
+);
+
+/** Deletes up to `limit` COMPLETED tasks whose own retention ran out (`purge_after` passed). */
+export const TaskPrunePurgeable = statement<{ limit: number }, { deleted: number }>(
+  'TaskPrunePurgeable',
+  `WITH gone AS (
+     DELETE FROM {{schema}}.horsies_tasks WHERE id IN (
+       SELECT id FROM {{schema}}.horsies_tasks
+       WHERE purge_after <= now()
+       ORDER BY purge_after
+       LIMIT $1
+       FOR UPDATE SKIP LOCKED
+     )
+     RETURNING 1
+   )
+   SELECT count(*)::int AS deleted FROM gone`,
+  ({ limit }) => [limit],
+);

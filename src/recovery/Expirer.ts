@@ -1,0 +1,29 @@
+/** Maintenance: PENDING tasks whose `good_until` passed become EXPIRED (`TASK_EXPIRED`, no attempt row). */
+import type { Database } from '../db/Database.js';
+import { TaskExpireBatch } from '../db/maintenance.js';
+import type { MaintenanceService } from './Maintainer.js';
+
+/** What one expiry pass did. */
+export interface ExpirerResult {
+  expired: number;
+}
+
+/** Expires PENDING tasks past their deadline, in batches. */
+export class Expirer implements MaintenanceService<ExpirerResult> {
+  readonly name = 'expirer';
+
+  constructor(
+    private readonly db: Database,
+    private readonly options: { batchSize: number; maxBatchesPerRun: number },
+  ) {}
+
+  async runOnce(): Promise<ExpirerResult> {
+    let expired = 0;
+    for (let i = 0; i < this.options.maxBatchesPerRun; i += 1) {
+      const rows = await this.db.run(TaskExpireBatch, { limit: this.options.batchSize });
+      expired += rows.length;
+      if (rows.length < this.options.batchSize) break;
+    }
+    return { expired };
+  }
+}

@@ -1,0 +1,80 @@
+/**
+ * Runs the maintenance services (expiry, retention, and later the reaper) every `checkIntervalMs`. Each service
+ * is a class with `runOnce()`, which the loop calls and tests call directly. Every service's statements are safe
+ * to run from several workers at once (SKIP LOCKED batches, idempotent deletes).
+ */
+import { EventEmitter } from 'node:events';
+import type { Logger } from 'pino';
+
+/** A maintenance service: one pass of work per call. */
+export interface MaintenanceService<R = unknown> {
+  readonly name: string;
+  runOnce(): Promise<R>;
+}
+
+/** Events of a {@link Maintainer}. */
+export interface MaintainerEvents {
+  /** One service finished a pass. */
+  'maintenance:ran': [service: string, result: unknown];
+  'maintenance:error': [service: string, error: unknown];
+}
+
+/** Settings of a {@link Maintainer}. */
+export interface MaintainerOptions {
+  /** Time between passes. */
+  checkIntervalMs: number;
+  /** Run a first pass right after `start()`. Default true. */
+  runOnStart?: boolean;
+}
+
+/** Runs maintenance services on a timer. */
+export class Maintainer extends EventEmitter<MaintainerEvents> {
+  private timer: NodeJS.Timeout | null = null;
+  private running: Promise<void> | null = null;
+  private stopped = false;
+
+  constructor(
+    private readonly services: MaintenanceService[],
+    private readonly options: MaintainerOptions,
+    private readonly logger: Logger,
+  ) {
+    super();
+  }
+
+  /** Starts the timer. */
+  start(): void {
+    if (this.timer || this.stopped) return;
+    this.timer = setInterval(() => void this.runOnce(), this.options.checkIntervalMs);
+    this.timer.unref();
+    if (this.options.runOnStart ?? true) void this.runOnce();
+  }
+
+  /** One pass of every service, in order. A pass already under way is joined, not doubled. */
+  runOnce(): Promise<void> {
+    this.running ??= this.pass().finally(() => {
+      this.running = null;
+    });
+    return this.running;
+  }
+
+  /** Stops the timer and waits for a pass under way. Idempotent. */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    if (this.timer) clearInterval(this.timer);
+    this.timer = null;
+    await this.running;
+  }
+
+  private async pass(): Promise<void> {
+    for (const service of this.services) {
+      if (this.stopped) return;
+      try {
+        const result = await service.runOnce();
+        this.emit('maintenance:ran', service.name, result);
+      } catch (error) {
+        this.logger.error({ err: error, service: service.name }, 'maintenance pass failed');
+        this.emit('maintenance:error', service.name, error);
+      }
+    }
+  }
+}

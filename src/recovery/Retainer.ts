@@ -1,0 +1,65 @@
+/**
+ * Maintenance: retention. Deletes old heartbeats, old worker snapshots, terminal tasks past the retention
+ * period (their attempts cascade), and COMPLETED tasks whose own retention ran out. Every delete is a bounded
+ * batch, and a pass runs at most `retentionMaxBatchesPerRun` of them per table.
+ */
+import type { Database, Statement } from '../db/Database.js';
+import {
+  HeartbeatPrune,
+  TaskPruneFinished,
+  TaskPrunePurgeable,
+  WorkerStatePrune,
+} from '../db/maintenance.js';
+import type { ResolvedRecoveryConfig } from './config.js';
+import type { MaintenanceService } from './Maintainer.js';
+
+/** Rows deleted by one pass, per table. */
+export interface RetainerResult {
+  heartbeats: number;
+  workerStates: number;
+  tasks: number;
+}
+
+const HOUR_MS = 3_600_000;
+
+/** Deletes what retention says is old enough. */
+export class Retainer implements MaintenanceService<RetainerResult> {
+  readonly name = 'retainer';
+
+  constructor(
+    private readonly db: Database,
+    private readonly config: ResolvedRecoveryConfig,
+  ) {}
+
+  async runOnce(): Promise<RetainerResult> {
+    const { heartbeatRetentionHours, workerStateRetentionHours, terminalRecordRetentionHours } = this.config;
+    const heartbeats =
+      heartbeatRetentionHours === null
+        ? 0
+        : await this.drain(HeartbeatPrune, heartbeatRetentionHours * HOUR_MS);
+    const workerStates =
+      workerStateRetentionHours === null
+        ? 0
+        : await this.drain(WorkerStatePrune, workerStateRetentionHours * HOUR_MS);
+    let tasks = await this.drain(TaskPrunePurgeable, 0);
+    if (terminalRecordRetentionHours !== null) {
+      tasks += await this.drain(TaskPruneFinished, terminalRecordRetentionHours * HOUR_MS);
+    }
+    return { heartbeats, workerStates, tasks };
+  }
+
+  private async drain(
+    stmt: Statement<{ olderThanMs: number; limit: number }, { deleted: number }>,
+    olderThanMs: number,
+  ): Promise<number> {
+    const limit = this.config.retentionBatchSize;
+    let total = 0;
+    for (let i = 0; i < this.config.retentionMaxBatchesPerRun; i += 1) {
+      const [row] = await this.db.run(stmt, { olderThanMs, limit });
+      const deleted = row?.deleted ?? 0;
+      total += deleted;
+      if (deleted < limit) break;
+    }
+    return total;
+  }
+}

@@ -1,0 +1,67 @@
+/** Recovery and retention settings (the seed's RecoveryConfig), shared by every worker of an app. */
+import { z } from 'zod';
+
+/** Recovery and retention settings. Every field is optional. */
+export interface RecoveryConfig {
+  /** Requeue CLAIMED tasks whose claimer heartbeat went stale (safe: their code never ran). Default true. */
+  autoRequeueStaleClaimed?: boolean;
+  /** A CLAIMED task is stale after this long without a claimer heartbeat. Default 120,000 ms. */
+  claimedStaleThresholdMs?: number;
+  /** How often a worker sends claimer heartbeats. Default 30,000 ms. */
+  claimerHeartbeatIntervalMs?: number;
+  /** Retry or fail RUNNING tasks whose runner heartbeat went stale (`WORKER_CRASHED`). Default true. */
+  autoFailStaleRunning?: boolean;
+  /** A RUNNING task is stale after this long without a runner heartbeat. Default 300,000 ms. */
+  runningStaleThresholdMs?: number;
+  /** How often a worker sends runner heartbeats. Default 30,000 ms. */
+  runnerHeartbeatIntervalMs?: number;
+  /** How often maintenance (reaper, expiry, retention) runs. Default 30,000 ms. */
+  checkIntervalMs?: number;
+  /** Delete heartbeats older than this; null keeps them. Default 24. */
+  heartbeatRetentionHours?: number | null;
+  /** Delete worker snapshots older than this; null keeps them. Default 168 (7 days). */
+  workerStateRetentionHours?: number | null;
+  /** Delete terminal tasks (and their attempts) finished longer ago than this; null keeps them. Default 720. */
+  terminalRecordRetentionHours?: number | null;
+  /** Rows deleted per statement by retention. Default 1,000. */
+  retentionBatchSize?: number;
+  /** Most statements one retention pass runs per table, so a huge backlog is spread over passes. Default 50. */
+  retentionMaxBatchesPerRun?: number;
+}
+
+const hours = z.number().positive().nullable();
+
+export const recoveryConfigSchema = z
+  .strictObject({
+    autoRequeueStaleClaimed: z.boolean().default(true),
+    claimedStaleThresholdMs: z.number().int().min(1).default(120_000),
+    claimerHeartbeatIntervalMs: z.number().int().min(1).default(30_000),
+    autoFailStaleRunning: z.boolean().default(true),
+    runningStaleThresholdMs: z.number().int().min(1).default(300_000),
+    runnerHeartbeatIntervalMs: z.number().int().min(1).default(30_000),
+    checkIntervalMs: z.number().int().min(1).default(30_000),
+    heartbeatRetentionHours: hours.default(24),
+    workerStateRetentionHours: hours.default(168),
+    terminalRecordRetentionHours: hours.default(720),
+    retentionBatchSize: z.number().int().min(1).max(100_000).default(1000),
+    retentionMaxBatchesPerRun: z.number().int().min(1).default(50),
+  })
+  .superRefine((c, ctx) => {
+    if (c.claimedStaleThresholdMs < 2 * c.claimerHeartbeatIntervalMs) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['claimedStaleThresholdMs'],
+        message: `must be at least twice claimerHeartbeatIntervalMs (${2 * c.claimerHeartbeatIntervalMs})`,
+      });
+    }
+    if (c.runningStaleThresholdMs < 2 * c.runnerHeartbeatIntervalMs) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['runningStaleThresholdMs'],
+        message: `must be at least twice runnerHeartbeatIntervalMs (${2 * c.runnerHeartbeatIntervalMs})`,
+      });
+    }
+  });
+
+/** A {@link RecoveryConfig} with defaults applied. */
+export type ResolvedRecoveryConfig = z.output<typeof recoveryConfigSchema>;
