@@ -2,7 +2,7 @@ import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['dist/', 'node_modules/', '.horsies-dev/', 'bench/node_modules/'] },
+  { ignores: ['dist/', 'node_modules/', '.horsies-dev/', 'bench/node_modules/', '.scratch/'] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {

@@ -77,9 +77,17 @@ export interface TaskInfo {
   claimGeneration: number;
   claimExpiresAt: Date | null;
   goodUntil: Date | null;
+  /** Retries used of the current budget (reset by a resubmit). */
   retryCount: number;
   maxRetries: number;
   nextRetryAt: Date | null;
+  /** Execution attempts so far, over all resubmits (the number of the latest attempt). */
+  attemptCount: number;
+  /** How many times the task was resubmitted from a terminal status. */
+  resubmitCount: number;
+  resubmittedAt: Date | null;
+  /** When a cancel was requested (a RUNNING task finishes CANCELLED once its handler stops). */
+  cancelRequestedAt: Date | null;
   idempotencyKey: string | null;
   workerHostname: string | null;
   workerPid: number | null;

@@ -6,6 +6,7 @@ import { Database } from '../db/Database.js';
 import { migrate } from '../db/Migrator.js';
 import { HorsiesError } from '../errors.js';
 import { loadApp } from './loadApp.js';
+import { addTaskCommands } from './tasks.js';
 
 function positiveInt(value: string): number {
   const n = Number(value);
@@ -109,9 +110,11 @@ program
     },
   );
 
+addTaskCommands(program);
+
 program.parseAsync(process.argv).catch((error: unknown) => {
   const logger = pino({ name: 'horsies' });
-  if (error instanceof HorsiesError) {
+  if (error instanceof HorsiesError || error instanceof InvalidArgumentError) {
     console.error(`horsies: ${error.message}`);
   } else {
     logger.error({ err: error }, 'command failed');

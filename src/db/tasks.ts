@@ -39,6 +39,11 @@ export interface TaskRow {
   worker_process_name: string | null;
   enqueue_sha: string | null;
   idempotency_key: string | null;
+  cancel_requested_at: Date | null;
+  resubmit_count: number;
+  resubmitted_at: Date | null;
+  retention_ms: string | null;
+  purge_after: Date | null;
   created_at: Date;
   updated_at: Date;
 }

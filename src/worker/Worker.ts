@@ -59,6 +59,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
   private stopping: Promise<void> | null = null;
   private readonly starts = new Set<Promise<void>>();
   private cancelPoll: NodeJS.Timeout | null = null;
+  private readonly retryTimers = new Set<NodeJS.Timeout>();
 
   constructor(
     private readonly app: App,
@@ -179,6 +180,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
     const wasRunning = this.state === 'running';
     this.state = 'stopping';
     if (this.cancelPoll) clearInterval(this.cancelPoll);
+    for (const timer of this.retryTimers) clearTimeout(timer);
     if (wasRunning) {
       this.logger.info({ held: this.held }, 'worker stopping: no new claims, draining');
       await this.producer.stop();
@@ -240,7 +242,23 @@ export class Worker extends EventEmitter<WorkerEvents> {
       );
     }
     this.emit('task:finished', result.finished, result.lost);
+    this.scheduleRetryWakes(result.finished, finishes);
     this.release(finishes.length);
+  }
+
+  // A retry becomes claimable after its delay; wake up then rather than at the next poll. Other workers rely on
+  // their poll (or their own retries' timers).
+  private scheduleRetryWakes(written: TaskFinishRow[], finishes: TaskFinish[]): void {
+    const retried = new Set(written.filter((r) => r.status === 'PENDING').map((r) => r.id));
+    const delays = new Set(finishes.filter((f) => retried.has(f.id) && f.retryDelayMs > 0).map((f) => f.retryDelayMs));
+    for (const delay of delays) {
+      if (delay >= this.config.pollIntervalMs) continue;
+      const timer = setTimeout(() => {
+        this.retryTimers.delete(timer);
+        this.producer.wake();
+      }, delay + 5);
+      this.retryTimers.add(timer);
+    }
   }
 
   private release(count: number): void {
