@@ -211,7 +211,7 @@ describe('timeouts', () => {
       input: z.object({ n: z.number() }),
       timeoutMs: 100,
       handler: ({ n }) =>
-        n === 1 ? new Promise((resolve) => setTimeout(() => resolve('too late'), 3_000)) : 'next one ran',
+        n === 1 ? new Promise<string>((resolve) => setTimeout(() => resolve('too late'), 3_000)) : 'next one ran',
     });
     const worker = app.worker({ concurrency: 1, abortGraceMs: 100 });
     await worker.start();
@@ -275,7 +275,7 @@ describe('cancelling a running task', () => {
     const deaf = app.task({
       name: 'failures.deaf',
       input: z.object({}),
-      handler: () => new Promise((resolve) => setTimeout(() => resolve('ignored the cancel'), 4_000)),
+      handler: () => new Promise<string>((resolve) => setTimeout(() => resolve('ignored the cancel'), 4_000)),
     });
     const worker = app.worker({ abortGraceMs: 100 });
     await worker.start();
