@@ -42,6 +42,7 @@ const taskConfigSchema = z.strictObject({
   priority: z.number().int().min(1).max(100).default(100),
   ...policyFields,
   retentionMs: z.number().int().min(0).optional(),
+  shutdown: z.enum(['continue', 'resubmit', 'stop']).default('continue'),
 });
 
 /** True when `value` is an {@link App} (also across two copies of the library). */
@@ -112,6 +113,7 @@ export class App implements HandleHost {
       errorCodes: parsed.errorCodes ?? [],
       defaultErrorCode: parsed.defaultErrorCode,
       retentionMs: parsed.retentionMs ?? null,
+      shutdown: parsed.shutdown,
     };
     const definition = new TaskDefinition<S, R>(config, policies, this.sendContext, this);
     this.registry.set(definition.name, definition as unknown as TaskDefinition<StandardSchemaV1, unknown>);

@@ -57,7 +57,16 @@ export interface TaskConfig<S extends StandardSchemaV1, R> {
    * Default: its queue's `retentionMs`, else the app's `recovery.terminalRecordRetentionHours`.
    */
   retentionMs?: number;
+  /**
+   * What a worker that shuts down does with a run of this task: `continue` lets it finish within the drain
+   * timeout; `resubmit` stops it and hands it back to PENDING without counting the attempt; `stop` stops it and
+   * fails it with `WORKER_SHUTDOWN`. Default `continue`. Runs still going at the drain timeout are resubmitted.
+   */
+  shutdown?: ShutdownPolicy;
 }
+
+/** See {@link TaskConfig.shutdown}. */
+export type ShutdownPolicy = 'continue' | 'resubmit' | 'stop';
 
 /** The policies of a task with app defaults applied. */
 export interface ResolvedTaskPolicies {
@@ -68,6 +77,7 @@ export interface ResolvedTaskPolicies {
   errorCodes: ErrorCodeMap;
   defaultErrorCode: string | undefined;
   retentionMs: number | null;
+  shutdown: ShutdownPolicy;
 }
 
 /** One item of `sendMany`: an input and its own options. */
@@ -103,6 +113,7 @@ export class TaskDefinition<S extends StandardSchemaV1 = StandardSchemaV1, R = u
       schema: this.input,
       maxRetries: policies.retry.maxRetries,
       retentionMs: policies.retentionMs,
+      taskOptions: JSON.stringify({ retry: policies.retry }),
     };
   }
 

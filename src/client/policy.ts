@@ -128,3 +128,26 @@ export function resolveRetryPolicy(
 function stripUndefined<T extends object>(value: T): Partial<T> {
   return Object.fromEntries(Object.entries(value).filter(([, v]) => v !== undefined)) as Partial<T>;
 }
+
+const storedPolicySchema = z.object({
+  retry: z.object({
+    maxRetries: z.number().int().min(0),
+    retryOn: z.array(z.string()),
+    backoff: z.union([
+      z.enum(['constant', 'linear', 'exponential', 'exponential_jitter']),
+      z.array(z.number().min(0)).min(1),
+    ]),
+    baseDelayMs: z.number().min(0),
+    maxDelayMs: z.number().min(0),
+    jitter: z.number().min(0).max(1),
+  }),
+});
+
+/**
+ * The retry policy stored with a task at send (`task_options`), for recovery that runs without the task's code.
+ * A missing or malformed value (an old or hand-written row) means no retry.
+ */
+export function storedRetryPolicy(taskOptions: unknown): ResolvedRetryPolicy {
+  const parsed = storedPolicySchema.safeParse(taskOptions);
+  return parsed.success ? parsed.data.retry : DEFAULT_RETRY_POLICY;
+}

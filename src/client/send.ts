@@ -50,6 +50,8 @@ export interface SendTarget {
   maxRetries: number;
   /** The task's own retention of completed rows, if it has one. */
   retentionMs: number | null;
+  /** JSON text stored in `task_options` (the retry policy, for recovery). */
+  taskOptions: string;
 }
 
 /** What the send path needs to know about the app. */
@@ -88,6 +90,7 @@ export async function prepareTask(
     idempotencyKey: options.idempotencyKey ?? null,
     maxRetries: target.maxRetries,
     retentionMs: target.retentionMs ?? ctx.queueRetentionMs.get(queueName) ?? null,
+    taskOptions: target.taskOptions,
   };
 }
 

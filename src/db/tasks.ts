@@ -81,6 +81,8 @@ export interface TaskInsert {
   maxRetries: number;
   /** Retention of the row once COMPLETED; null for the app's default. */
   retentionMs: number | null;
+  /** JSON text of the options recovery needs without the task's code (its retry policy). */
+  taskOptions: string;
 }
 
 /** Outcome of one insert: the task that now holds the id or key, and whether this statement created it. */
@@ -100,16 +102,17 @@ export const TaskInsertMany = statement<{ tasks: TaskInsert[] }, TaskInsertRow>(
   'TaskInsertMany',
   `WITH input AS (
      SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::jsonb[], $6::int[],
-                          $7::timestamptz[], $8::timestamptz[], $9::text[], $10::text[], $11::int[], $12::bigint[])
+                          $7::timestamptz[], $8::timestamptz[], $9::text[], $10::text[], $11::int[], $12::bigint[],
+                          $13::jsonb[])
        AS i(id, task_name, queue_name, priority, kwargs, delay_ms, run_at, good_until, enqueue_sha,
-            idempotency_key, max_retries, retention_ms)
+            idempotency_key, max_retries, retention_ms, task_options)
    ), inserted AS (
      INSERT INTO {{schema}}.horsies_tasks
        (id, task_name, queue_name, priority, kwargs, status, enqueued_at, good_until, enqueue_sha,
-        idempotency_key, max_retries, retention_ms)
+        idempotency_key, max_retries, retention_ms, task_options)
      SELECT id, task_name, queue_name, priority, kwargs, 'PENDING',
             COALESCE(run_at, now() + delay_ms * interval '1 millisecond'), good_until, enqueue_sha,
-            idempotency_key, max_retries, retention_ms
+            idempotency_key, max_retries, retention_ms, task_options
      FROM input
      ON CONFLICT DO NOTHING
      RETURNING id
@@ -138,6 +141,7 @@ export const TaskInsertMany = statement<{ tasks: TaskInsert[] }, TaskInsertRow>(
     tasks.map((t) => t.idempotencyKey),
     tasks.map((t) => t.maxRetries),
     tasks.map((t) => t.retentionMs),
+    tasks.map((t) => t.taskOptions),
   ],
 );
 
@@ -265,19 +269,26 @@ export const TaskStartMany = statement<
   ({ workerId, tasks }) => [workerId, tasks.map((t) => t.id), tasks.map((t) => t.generation)],
 );
 
-/** The outcome of one execution, as the worker hands it to the completer. */
+/** The outcome of one execution, as the worker (or the reaper) hands it over to be written. */
 export interface TaskFinish {
   id: string;
+  /** The worker that holds the claim; the write is fenced on it and on `generation`. */
+  workerId: string;
   generation: number;
-  /** `RETRY` goes back to PENDING after `retryDelayMs` (or FAILED if that would pass `good_until`). */
-  status: 'COMPLETED' | 'FAILED' | 'CANCELLED' | 'RETRY';
-  /** JSON text of the result envelope. */
+  /**
+   * `RETRY` goes back to PENDING after `retryDelayMs` (or FAILED if that would pass `good_until`). `RELEASE`
+   * hands the task back to PENDING as if this attempt never ran: no attempt row, attempt count restored.
+   */
+  status: 'COMPLETED' | 'FAILED' | 'CANCELLED' | 'RETRY' | 'RELEASE';
+  /** JSON text of the result envelope (ignored for RETRY and RELEASE). */
   result: string;
   errorCode: string | null;
   errorMessage: string | null;
   failedReason: string | null;
   /** Delay before the retry starts; 0 for outcomes that do not retry. */
   retryDelayMs: number;
+  /** The worker died during the attempt (the reaper's verdict): the attempt row's outcome is WORKER_FAILURE. */
+  crashed: boolean;
 }
 
 /** What a finish turned into: the status written (a RETRY past `good_until` becomes FAILED). */
@@ -287,21 +298,23 @@ export interface TaskFinishRow {
 }
 
 /**
- * Ends the attempt of many RUNNING tasks in one statement: COMPLETED, FAILED, CANCELLED, or back to PENDING for
- * a retry (`retry_count + 1`, `next_retry_at` and `enqueued_at` moved by the delay). Each task's attempt row is
- * written in the same (implicit) transaction, with `will_retry` set for retries. A retry that would start at or
- * after `good_until` fails instead, and a task with a cancel request is cancelled rather than retried.
+ * Ends the attempt of many RUNNING tasks in one statement: COMPLETED, FAILED, CANCELLED, back to PENDING for a
+ * retry (`retry_count + 1`, `next_retry_at` and `enqueued_at` moved by the delay), or released back to PENDING
+ * unchanged. Each task's attempt row is written in the same (implicit) transaction, with `will_retry` set for
+ * retries; the worker identity of the attempt is the one recorded at claim. A retry that would start at or after
+ * `good_until` fails instead, and a task with a cancel request is cancelled rather than retried.
  * Fenced on worker and claim generation, so a replay or a finisher that lost its claim changes nothing; the rows
  * returned are the tasks this call changed.
  */
-export const TaskFinishMany = statement<{ worker: WorkerIdentity; tasks: TaskFinish[] }, TaskFinishRow>(
+export const TaskFinishMany = statement<{ tasks: TaskFinish[] }, TaskFinishRow>(
   'TaskFinishMany',
   `WITH input AS (
-     SELECT * FROM unnest($5::text[], $6::int[], $7::text[], $8::jsonb[], $9::text[], $10::text[], $11::text[],
-                          $12::int[])
-       AS i(id, generation, status, result, error_code, error_message, failed_reason, retry_delay_ms)
+     SELECT * FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::jsonb[], $6::text[], $7::text[],
+                          $8::text[], $9::int[], $10::bool[])
+       AS i(id, worker_id, generation, status, result, error_code, error_message, failed_reason, retry_delay_ms,
+            crashed)
    ), decided AS (
-     SELECT i.*, t.attempt, t.started_at,
+     SELECT i.*, t.attempt, t.started_at, t.worker_hostname, t.worker_pid, t.worker_process_name,
             CASE
               WHEN i.status <> 'RETRY' THEN i.status
               WHEN t.cancel_requested_at IS NOT NULL THEN 'CANCELLED'
@@ -310,29 +323,31 @@ export const TaskFinishMany = statement<{ worker: WorkerIdentity; tasks: TaskFin
               ELSE 'RETRY'
             END AS final
      FROM {{schema}}.horsies_tasks t JOIN input i ON i.id = t.id
-     WHERE t.status = 'RUNNING' AND t.claimed_by_worker_id = $1 AND t.claim_generation = i.generation
+     WHERE t.status = 'RUNNING' AND t.claimed_by_worker_id = i.worker_id AND t.claim_generation = i.generation
      FOR UPDATE OF t
    ), finished AS (
      UPDATE {{schema}}.horsies_tasks t
-     SET status = CASE WHEN d.final = 'RETRY' THEN 'PENDING' ELSE d.final END,
+     SET status = CASE WHEN d.final IN ('RETRY', 'RELEASE') THEN 'PENDING' ELSE d.final END,
          completed_at = CASE WHEN d.final = 'COMPLETED' THEN now() END,
          failed_at = CASE WHEN d.final = 'FAILED' THEN now() END,
-         finished_at = CASE WHEN d.final <> 'RETRY' THEN now() END,
-         result = CASE WHEN d.final = 'RETRY' THEN NULL
+         finished_at = CASE WHEN d.final NOT IN ('RETRY', 'RELEASE') THEN now() END,
+         result = CASE WHEN d.final IN ('RETRY', 'RELEASE') THEN NULL
                        WHEN d.final = 'CANCELLED' AND d.status = 'RETRY' THEN jsonb_build_object('err',
                          jsonb_build_object('code', 'TASK_CANCELLED', 'message', 'cancelled instead of retried'))
                        ELSE d.result END,
-         error_code = CASE WHEN d.final = 'RETRY' THEN NULL
+         error_code = CASE WHEN d.final IN ('RETRY', 'RELEASE') THEN NULL
                            WHEN d.final = 'CANCELLED' AND d.status = 'RETRY' THEN 'TASK_CANCELLED'
                            ELSE d.error_code END,
-         failed_reason = CASE WHEN d.final <> 'RETRY' THEN d.failed_reason END,
+         failed_reason = CASE WHEN d.final IN ('RETRY', 'RELEASE') THEN NULL ELSE d.failed_reason END,
          claimed = false,
          claim_expires_at = NULL,
-         claimed_at = CASE WHEN d.final = 'RETRY' THEN NULL ELSE t.claimed_at END,
-         claimed_by_worker_id = CASE WHEN d.final = 'RETRY' THEN NULL ELSE t.claimed_by_worker_id END,
-         started_at = CASE WHEN d.final = 'RETRY' THEN NULL ELSE t.started_at END,
+         claimed_at = CASE WHEN d.final IN ('RETRY', 'RELEASE') THEN NULL ELSE t.claimed_at END,
+         claimed_by_worker_id = CASE WHEN d.final IN ('RETRY', 'RELEASE') THEN NULL ELSE t.claimed_by_worker_id END,
+         started_at = CASE WHEN d.final IN ('RETRY', 'RELEASE') THEN NULL ELSE t.started_at END,
+         attempt = t.attempt - CASE WHEN d.final = 'RELEASE' THEN 1 ELSE 0 END,
          retry_count = t.retry_count + CASE WHEN d.final = 'RETRY' THEN 1 ELSE 0 END,
-         next_retry_at = CASE WHEN d.final = 'RETRY' THEN now() + d.retry_delay_ms * interval '1 millisecond' END,
+         next_retry_at = CASE WHEN d.final = 'RETRY' THEN now() + d.retry_delay_ms * interval '1 millisecond'
+                              WHEN d.final = 'RELEASE' THEN t.next_retry_at END,
          enqueued_at = CASE WHEN d.final = 'RETRY' THEN now() + d.retry_delay_ms * interval '1 millisecond'
                             ELSE t.enqueued_at END,
          -- At least 10 s, so that a caller awaiting the result can still read it (retention 0).
@@ -346,19 +361,18 @@ export const TaskFinishMany = statement<{ worker: WorkerIdentity; tasks: TaskFin
      INSERT INTO {{schema}}.horsies_task_attempts
        (task_id, attempt, outcome, will_retry, started_at, finished_at, error_code, error_message, failed_reason,
         worker_id, worker_hostname, worker_pid, worker_process_name)
-     SELECT d.id, d.attempt, CASE WHEN d.final = 'COMPLETED' THEN 'COMPLETED' ELSE 'FAILED' END,
+     SELECT d.id, d.attempt,
+            CASE WHEN d.crashed THEN 'WORKER_FAILURE' WHEN d.final = 'COMPLETED' THEN 'COMPLETED' ELSE 'FAILED' END,
             d.final = 'RETRY', d.started_at, now(),
             CASE WHEN d.final = 'CANCELLED' AND d.status = 'RETRY' THEN 'TASK_CANCELLED' ELSE d.error_code END,
-            d.error_message, d.failed_reason, $1, $2, $3, $4
+            d.error_message, d.failed_reason, d.worker_id, d.worker_hostname, d.worker_pid, d.worker_process_name
      FROM decided d
+     WHERE d.final <> 'RELEASE'
    )
    SELECT id, status FROM finished`,
-  ({ worker, tasks }) => [
-    worker.workerId,
-    worker.hostname,
-    worker.pid,
-    worker.processName,
+  ({ tasks }) => [
     tasks.map((t) => t.id),
+    tasks.map((t) => t.workerId),
     tasks.map((t) => t.generation),
     tasks.map((t) => t.status),
     tasks.map((t) => t.result),
@@ -366,6 +380,7 @@ export const TaskFinishMany = statement<{ worker: WorkerIdentity; tasks: TaskFin
     tasks.map((t) => t.errorMessage),
     tasks.map((t) => t.failedReason),
     tasks.map((t) => t.retryDelayMs),
+    tasks.map((t) => t.crashed),
   ],
 );
 

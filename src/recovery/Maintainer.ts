@@ -31,7 +31,8 @@ export interface MaintainerOptions {
 export class Maintainer extends EventEmitter<MaintainerEvents> {
   private timer: NodeJS.Timeout | null = null;
   private running: Promise<void> | null = null;
-  private stopped = false;
+  /** Bumped by stop(), so a pass under way skips its remaining services. */
+  private epoch = 0;
 
   constructor(
     private readonly services: MaintenanceService[],
@@ -41,9 +42,9 @@ export class Maintainer extends EventEmitter<MaintainerEvents> {
     super();
   }
 
-  /** Starts the timer. */
+  /** Starts the timer (again, after a stop: a worker that regains leadership resumes). */
   start(): void {
-    if (this.timer || this.stopped) return;
+    if (this.timer) return;
     this.timer = setInterval(() => void this.runOnce(), this.options.checkIntervalMs);
     this.timer.unref();
     if (this.options.runOnStart ?? true) void this.runOnce();
@@ -59,15 +60,16 @@ export class Maintainer extends EventEmitter<MaintainerEvents> {
 
   /** Stops the timer and waits for a pass under way. Idempotent. */
   async stop(): Promise<void> {
-    this.stopped = true;
+    this.epoch += 1;
     if (this.timer) clearInterval(this.timer);
     this.timer = null;
     await this.running;
   }
 
   private async pass(): Promise<void> {
+    const epoch = this.epoch;
     for (const service of this.services) {
-      if (this.stopped) return;
+      if (this.epoch !== epoch) return;
       try {
         const result = await service.runOnce();
         this.emit('maintenance:ran', service.name, result);

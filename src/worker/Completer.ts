@@ -6,7 +6,7 @@
 import type { Database } from '../db/Database.js';
 import { isTransientDatabaseError } from '../db/Database.js';
 import { TaskFinishMany } from '../db/tasks.js';
-import type { TaskFinish, TaskFinishRow, WorkerIdentity } from '../db/tasks.js';
+import type { TaskFinish, TaskFinishRow } from '../db/tasks.js';
 import { sleep } from './timing.js';
 
 /** What one write did. */
@@ -33,7 +33,6 @@ export class Completer {
 
   constructor(
     private readonly db: Database,
-    private readonly identity: WorkerIdentity,
     private readonly batchSize: number,
     private readonly hooks: CompleterHooks,
   ) {}
@@ -84,7 +83,7 @@ export class Completer {
   private async write(batch: TaskFinish[]): Promise<CompleterResult> {
     for (let failures = 0; ; failures += 1) {
       try {
-        const rows = await this.db.run(TaskFinishMany, { worker: this.identity, tasks: batch });
+        const rows = await this.db.run(TaskFinishMany, { tasks: batch });
         const written = new Set(rows.map((r) => r.id));
         return { finished: rows, lost: batch.filter((f) => !written.has(f.id)).map((f) => f.id) };
       } catch (error) {
@@ -101,7 +100,7 @@ export class Completer {
     const result: CompleterResult = { finished: [], lost: [] };
     for (const finish of batch) {
       try {
-        const rows = await this.db.run(TaskFinishMany, { worker: this.identity, tasks: [finish] });
+        const rows = await this.db.run(TaskFinishMany, { tasks: [finish] });
         if (rows.length > 0) result.finished.push(...rows);
         else result.lost.push(finish.id);
       } catch (error) {

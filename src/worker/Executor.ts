@@ -29,8 +29,12 @@ import type { RandomSource } from './backoff.js';
 import { toTaskError } from './errorMapping.js';
 import { settlesWithin } from './timing.js';
 
-/** Why a running handler is being stopped. */
-export type StopReason = 'timeout' | 'cancel' | 'shutdown';
+/**
+ * Why a running handler is being stopped: its timeout; a cancel request; shutdown with policy `stop`
+ * (`WORKER_SHUTDOWN`); shutdown with policy `resubmit` or a drain timeout (`release`: back to PENDING, no attempt
+ * counted); or the claim was lost to another worker (`lost`: whatever is written is fenced out).
+ */
+export type StopReason = 'timeout' | 'cancel' | 'shutdown' | 'release' | 'lost';
 
 /** What the executor calls back into. */
 export interface ExecutorHooks {
@@ -53,7 +57,7 @@ export interface ExecutorOptions {
 }
 
 interface Run {
-  controller: AbortController;
+  taskName: string;
   stop: (reason: StopReason) => void;
 }
 
@@ -74,7 +78,7 @@ export class Executor {
 
   /** Number of handlers running now (leaked ones excluded). */
   get running(): number {
-    return this.pending.size;
+    return this.runs.size;
   }
 
   /** Ids of the tasks running now. */
@@ -116,9 +120,14 @@ export class Executor {
     return true;
   }
 
-  /** Stops every running handler. */
-  stopAll(reason: StopReason): void {
-    for (const run of this.runs.values()) run.stop(reason);
+  /** Stops every running handler, with a reason chosen per task. */
+  stopAll(
+    reason: StopReason | ((task: TaskDefinition<StandardSchemaV1, unknown> | undefined) => StopReason | null),
+  ): void {
+    for (const [id, run] of this.runs) {
+      const chosen = typeof reason === 'function' ? reason(this.registry.get(run.taskName)) : reason;
+      if (chosen) this.stop(id, chosen);
+    }
   }
 
   /** Resolves when every run has ended (handlers returned, or were left behind after their grace). */
@@ -141,7 +150,7 @@ export class Executor {
     const stop = new Promise<StopReason>((resolve) => (stopped = resolve));
     let stopReason: StopReason | null = null;
     this.runs.set(task.id, {
-      controller,
+      taskName: task.task_name,
       stop: (reason) => {
         if (stopReason) return;
         stopReason = reason;
@@ -151,6 +160,7 @@ export class Executor {
     const timeoutMs = definition.policies.timeoutMs;
     const timer =
       timeoutMs === null ? null : setTimeout(() => this.runs.get(task.id)?.stop('timeout'), timeoutMs);
+    let finish: TaskFinish;
     try {
       const execution = this.execute(definition, task, attempt, controller.signal);
       const first = await Promise.race([execution, stop]);
@@ -167,14 +177,13 @@ export class Executor {
         }
         outcome = stopOutcome(first, timeoutMs);
       }
-      this.hooks.onFinished(
-        this.toFinish(task, outcome, definition, typeof first === 'string' ? first : null),
-        task,
-      );
+      finish = this.toFinish(task, outcome, definition, typeof first === 'string' ? first : null);
     } finally {
       if (timer) clearTimeout(timer);
       this.runs.delete(task.id);
     }
+    // After the slot is free, so the worker can start the next task at once.
+    this.hooks.onFinished(finish, task);
   }
 
   private async execute(
@@ -227,7 +236,17 @@ export class Executor {
     definition: TaskDefinition<StandardSchemaV1, unknown> | null,
     stopReason: StopReason | null,
   ): TaskFinish {
-    const base = { id: task.id, generation: task.claim_generation, failedReason: null, retryDelayMs: 0 };
+    const base = {
+      id: task.id,
+      workerId: this.options.identity.workerId,
+      generation: task.claim_generation,
+      failedReason: null,
+      retryDelayMs: 0,
+      crashed: false,
+    };
+    if (stopReason === 'release') {
+      return { ...base, status: 'RELEASE', result: 'null', errorCode: null, errorMessage: null };
+    }
     if (!(outcome instanceof TaskError)) {
       return {
         ...base,
@@ -263,6 +282,9 @@ function stopOutcome(reason: StopReason, timeoutMs: number | null): TaskError {
     case 'cancel':
       return new TaskError('TASK_CANCELLED', 'the task was cancelled while it ran');
     case 'shutdown':
+    case 'release':
       return new TaskError('WORKER_SHUTDOWN', 'the worker shut down while the task ran');
+    case 'lost':
+      return new TaskError('WORKER_CRASHED', 'the claim was lost while the task ran');
   }
 }

@@ -1,26 +1,41 @@
 /**
- * A worker: claims tasks of its queues (Producer), runs them (Executor) and writes their outcomes (Completer).
- * It holds at most `concurrency` tasks at once, counting from claim until the outcome is written, so the rows
- * in CLAIMED or RUNNING for this worker never exceed its concurrency. It also hears cancel requests for its
- * running tasks (NOTIFY, with a poll as backstop) and runs the maintenance services.
+ * A worker: claims tasks of its queues (Producer), runs them (Executor), writes their outcomes (Completer),
+ * and keeps its claims alive (Heartbeater). It also hears cancel requests for its running tasks (NOTIFY, with a
+ * poll as backstop), campaigns for the maintenance leadership (Elector) and, while leader, runs the reaper,
+ * expiry and retention (Maintainer).
  *
- * Shutdown order: stop claiming, let running handlers finish (up to `drainTimeoutMs`, then stop them), write
- * the last outcomes, stop maintenance, close the LISTEN connection.
+ * Each held task moves through three local phases:
+ *
+ *   claimed ──slot free──► running ──run ended──► finishing ──outcome written──► (released)
+ *
+ * `concurrency` bounds running handlers; `prefetch` lets the worker hold that many more claimed tasks ready
+ * (protected by their claim lease and claimer heartbeats). With `prefetch` 0 (the default) the tasks in
+ * CLAIMED or RUNNING for this worker never exceed its concurrency.
+ *
+ * Shutdown: stop claiming; hand claimed-but-not-started tasks back to PENDING at once; apply each running task's
+ * shutdown policy (`continue` finishes within `drainTimeoutMs`, `resubmit` goes back to PENDING, `stop` fails with
+ * WORKER_SHUTDOWN); resubmit what still runs at the drain timeout; write the last outcomes; resign leadership.
  */
 import { EventEmitter } from 'node:events';
 import type { Logger } from 'pino';
 import type { App } from '../client/App.js';
 import { TaskListCancelRequested } from '../db/admin.js';
 import { Listener, channels } from '../db/Listener.js';
-import type { ClaimedTaskRow, TaskFinish, TaskFinishRow } from '../db/tasks.js';
+import { TaskReleaseClaimed } from '../db/liveness.js';
+import type { HeartbeatRole } from '../db/liveness.js';
+import type { ClaimedTaskRow, OwnedTask, TaskFinish, TaskFinishRow } from '../db/tasks.js';
+import { Elector } from '../recovery/Elector.js';
 import { Expirer } from '../recovery/Expirer.js';
 import { Maintainer } from '../recovery/Maintainer.js';
+import { Reaper } from '../recovery/Reaper.js';
 import { Retainer } from '../recovery/Retainer.js';
 import { Completer } from './Completer.js';
 import { resolveWorkerConfig } from './config.js';
 import type { ResolvedWorkerConfig, WorkerConfig } from './config.js';
 import { Executor } from './Executor.js';
+import { Heartbeater } from './Heartbeater.js';
 import { Producer } from './Producer.js';
+import { StateReporter } from './StateReporter.js';
 import { settlesWithin } from './timing.js';
 
 /** Events a worker emits; tests and monitoring await them. */
@@ -30,19 +45,30 @@ export interface WorkerEvents {
   /** A run ended; its outcome is queued for writing. */
   'task:ran': [id: string, status: TaskFinish['status']];
   /**
-   * Outcomes were written: `finished` with the status each task got (PENDING for a retry); `lost` had been
-   * superseded (reaped, cancelled before start), so nothing was written for them.
+   * Outcomes were written: `finished` with the status each task got (PENDING for a retry or release); `lost` had
+   * been superseded (reaped, cancelled), so nothing was written for them.
    */
   'task:finished': [finished: TaskFinishRow[], lost: string[]];
   'task:expired': [id: string];
   /** A cancel request reached a task running here; its handler's AbortSignal fired. */
   'task:cancelling': [id: string];
+  /** Held tasks the database says this worker no longer owns. */
+  'task:lost': [ids: string[]];
+  'leader:elected': [];
+  'leader:lost': [];
   'maintenance:ran': [service: string, result: unknown];
   'worker:error': [error: unknown];
   'worker:stopped': [];
 }
 
 type State = 'new' | 'running' | 'stopping' | 'stopped';
+type Phase = 'claimed' | 'starting' | 'running' | 'finishing';
+
+interface Held {
+  row: ClaimedTaskRow;
+  phase: Phase;
+  claimedAt: number;
+}
 
 /** See the module comment. Create with `app.worker(config)`. */
 export class Worker extends EventEmitter<WorkerEvents> {
@@ -52,14 +78,21 @@ export class Worker extends EventEmitter<WorkerEvents> {
   private readonly producer: Producer;
   private readonly executor: Executor;
   private readonly completer: Completer;
+  private readonly heartbeater: Heartbeater;
   private readonly listener: Listener;
+  private readonly elector: Elector;
   private readonly maintainer: Maintainer;
+  private readonly reporter: StateReporter;
   private state: State = 'new';
-  private held = 0;
+  private readonly held = new Map<string, Held>();
+  /** Claimed tasks waiting for a free slot, in claim order. */
+  private waiting: ClaimedTaskRow[] = [];
+  private starting = 0;
   private stopping: Promise<void> | null = null;
   private readonly starts = new Set<Promise<void>>();
   private cancelPoll: NodeJS.Timeout | null = null;
   private readonly retryTimers = new Set<NodeJS.Timeout>();
+  private startedAt = new Date();
 
   constructor(
     private readonly app: App,
@@ -69,6 +102,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
     this.config = resolveWorkerConfig(config, app.config.queues);
     const { identity } = this.config;
     const db = app.db;
+    const recovery = app.config.recovery;
     this.logger = app.logger.child({ workerId: identity.workerId });
     this.producer = new Producer(
       db,
@@ -82,8 +116,8 @@ export class Worker extends EventEmitter<WorkerEvents> {
         refillThreshold: Math.max(1, Math.floor(this.config.maxClaimBatch / 2)),
       },
       {
-        capacity: () => (this.state === 'running' ? this.config.concurrency - this.held : 0),
-        idle: () => this.held === 0,
+        capacity: () => (this.state === 'running' ? this.limit - this.held.size : 0),
+        idle: () => this.held.size === 0,
         onClaimed: (tasks) => this.onClaimed(tasks),
         onError: (error) => this.fail('claim failed', error),
       },
@@ -96,34 +130,55 @@ export class Worker extends EventEmitter<WorkerEvents> {
       {
         onSkipped: (task, reason) => {
           if (reason === 'expired') this.emit('task:expired', task.id);
-          this.release(1);
+          this.release([task.id]);
         },
-        onStarted: (task, attempt) => this.emit('task:started', task.id, attempt),
+        onStarted: (task, attempt) => {
+          this.setPhase(task.id, 'running');
+          this.emit('task:started', task.id, attempt);
+        },
         onFinished: (finish) => {
+          this.setPhase(finish.id, 'finishing');
           this.emit('task:ran', finish.id, finish.status);
           this.completer.add(finish);
+          this.dispatch();
         },
       },
     );
-    this.completer = new Completer(db, identity, this.config.completionBatchSize, {
+    this.completer = new Completer(db, this.config.completionBatchSize, {
       onSettled: (result, finishes) => this.onSettled(result, finishes),
       onError: (error) => this.fail('writing task outcomes failed', error),
     });
+    this.heartbeater = new Heartbeater(
+      db,
+      {
+        identity,
+        claimerIntervalMs: recovery.claimerHeartbeatIntervalMs,
+        runnerIntervalMs: recovery.runnerHeartbeatIntervalMs,
+        leaseMs: this.config.claimLeaseMs,
+        maxClaimAgeMs: this.config.maxClaimAgeMs,
+      },
+      {
+        owned: (role) => this.owned(role),
+        onLost: (role, ids) => this.onLost(role, ids),
+        onError: (error) => this.fail('heartbeat failed', error),
+      },
+    );
     this.listener = new Listener(db.connectionConfig);
     this.listener.on('notification', (channel, payload) => {
       if (channel === channels.taskCancel(db.schema)) this.cancel(payload.split(','));
       else this.producer.wake();
     });
     this.listener.on('reconnect', () => {
+      this.logger.info('LISTEN connection back');
       this.producer.wake();
       void this.pollCancels();
     });
     this.listener.on('error', (error) =>
       this.logger.warn({ err: error }, 'LISTEN connection lost; reconnecting'),
     );
-    const recovery = app.config.recovery;
     this.maintainer = new Maintainer(
       [
+        new Reaper(db, recovery),
         new Expirer(db, {
           batchSize: recovery.retentionBatchSize,
           maxBatchesPerRun: recovery.retentionMaxBatchesPerRun,
@@ -134,6 +189,25 @@ export class Worker extends EventEmitter<WorkerEvents> {
       this.logger,
     );
     this.maintainer.on('maintenance:ran', (service, result) => this.emit('maintenance:ran', service, result));
+    this.elector = new Elector(
+      db,
+      { name: 'maintenance', candidateId: identity.workerId, ttlMs: recovery.checkIntervalMs },
+      this.logger,
+    );
+    this.elector.on('leader:elected', () => {
+      this.maintainer.start();
+      this.emit('leader:elected');
+    });
+    this.elector.on('leader:lost', () => {
+      void this.maintainer.stop();
+      this.emit('leader:lost');
+    });
+    this.reporter = new StateReporter(
+      db,
+      this.config.snapshotIntervalMs,
+      () => this.snapshot(),
+      (error) => this.fail('worker snapshot failed', error),
+    );
   }
 
   /** The worker's id, as recorded in `claimed_by_worker_id`. */
@@ -143,20 +217,28 @@ export class Worker extends EventEmitter<WorkerEvents> {
 
   /** Tasks held now (claimed, running, or finished but not yet written). */
   get heldTasks(): number {
-    return this.held;
+    return this.held.size;
   }
 
-  /** Listens for new tasks and cancel requests, and starts claiming and maintenance. */
+  /** True while this worker runs maintenance for the cluster. */
+  get isLeader(): boolean {
+    return this.elector.isLeader;
+  }
+
+  /** Listens for new tasks and cancel requests; starts claiming, heartbeats, snapshots and the election. */
   async start(): Promise<void> {
     if (this.state !== 'new') throw new Error(`worker already ${this.state}`);
     this.state = 'running';
+    this.startedAt = new Date();
     const schema = this.app.db.schema;
     await Promise.all([
       ...this.config.queues.map((q) => this.listener.listen(channels.taskQueue(schema, q))),
       this.listener.listen(channels.taskCancel(schema)),
     ]);
     this.producer.start();
-    if (this.config.maintenance) this.maintainer.start();
+    this.heartbeater.start();
+    if (this.config.maintenance) this.elector.start();
+    if (this.config.snapshotIntervalMs > 0) this.reporter.start();
     this.cancelPoll = setInterval(() => void this.pollCancels(), this.config.pollIntervalMs);
     this.cancelPoll.unref();
     this.logger.info(
@@ -165,15 +247,24 @@ export class Worker extends EventEmitter<WorkerEvents> {
     );
   }
 
-  /** Stops claiming, drains running tasks, writes their outcomes. Idempotent; resolves when done. */
+  /** Graceful shutdown (see the module comment). Idempotent; resolves when done. */
   stop(): Promise<void> {
     this.stopping ??= this.shutdown();
     return this.stopping;
   }
 
-  /** Runs one pass of every maintenance service now (tests, or a worker started with `maintenance: false`). */
+  /** Runs one pass of every maintenance service now, leader or not (tests, operators). */
   runMaintenance(): Promise<void> {
     return this.maintainer.runOnce();
+  }
+
+  /** Sends one heartbeat of a role now (tests). */
+  async beat(role: HeartbeatRole): Promise<string[]> {
+    return this.heartbeater.runOnce(role);
+  }
+
+  private get limit(): number {
+    return this.config.concurrency + this.config.prefetch;
   }
 
   private async shutdown(): Promise<void> {
@@ -181,23 +272,100 @@ export class Worker extends EventEmitter<WorkerEvents> {
     this.state = 'stopping';
     if (this.cancelPoll) clearInterval(this.cancelPoll);
     for (const timer of this.retryTimers) clearTimeout(timer);
+    this.reporter.stop();
     if (wasRunning) {
-      this.logger.info({ held: this.held }, 'worker stopping: no new claims, draining');
+      this.logger.info({ held: this.held.size }, 'worker stopping: no new claims');
       await this.producer.stop();
       await Promise.allSettled([...this.starts]);
+      await this.releaseWaiting();
+      this.executor.stopAll((definition) => {
+        const policy = definition?.policies.shutdown ?? 'continue';
+        return policy === 'resubmit' ? 'release' : policy === 'stop' ? 'shutdown' : null;
+      });
       if (!(await settlesWithin(this.executor.idle(), this.config.drainTimeoutMs))) {
-        this.logger.warn({ running: this.executor.running }, 'drain timeout: stopping running handlers');
-        this.executor.stopAll('shutdown');
+        this.logger.warn(
+          { running: this.executor.running },
+          'drain timeout: handing running tasks back to PENDING',
+        );
+        this.executor.stopAll('release');
         await this.executor.idle();
       }
       await this.completer.drain();
     }
     this.completer.stop();
+    await this.heartbeater.stop();
+    await this.elector.stop();
     await this.maintainer.stop();
     await this.listener.stop();
     this.state = 'stopped';
     this.logger.info('worker stopped');
     this.emit('worker:stopped');
+  }
+
+  private onClaimed(tasks: ClaimedTaskRow[]): void {
+    const now = Date.now();
+    for (const row of tasks) this.held.set(row.id, { row, phase: 'claimed', claimedAt: now });
+    this.waiting.push(...tasks);
+    this.emit(
+      'task:claimed',
+      tasks.map((t) => t.id),
+    );
+    this.dispatch();
+  }
+
+  /** Starts waiting tasks while handler slots are free, in one statement per batch. */
+  private dispatch(): void {
+    if (this.state !== 'running') return;
+    const free = this.config.concurrency - this.executor.running - this.starting;
+    if (free <= 0 || this.waiting.length === 0) return;
+    const batch = this.waiting.splice(0, free);
+    for (const task of batch) this.setPhase(task.id, 'starting');
+    this.starting += batch.length;
+    const start = this.executor
+      .startAll(batch)
+      .catch((error: unknown) => {
+        // The start statement failed: these tasks stay CLAIMED until the reaper hands them back to PENDING.
+        this.fail('starting claimed tasks failed', error);
+        this.release(batch.map((t) => t.id));
+      })
+      .finally(() => {
+        this.starting -= batch.length;
+        this.dispatch();
+      });
+    this.starts.add(start);
+    void start.finally(() => this.starts.delete(start));
+  }
+
+  private async releaseWaiting(): Promise<void> {
+    const waiting = this.waiting;
+    this.waiting = [];
+    if (waiting.length === 0) return;
+    try {
+      await this.app.db.run(TaskReleaseClaimed, { workerId: this.id, tasks: waiting.map(owned) });
+      this.logger.info({ count: waiting.length }, 'handed claimed tasks back to PENDING');
+    } catch (error) {
+      this.fail('handing claimed tasks back failed; the reaper will requeue them', error);
+    }
+    this.release(waiting.map((t) => t.id));
+  }
+
+  private owned(role: HeartbeatRole): OwnedTask[] {
+    const phases: Phase[] = role === 'claimer' ? ['claimed', 'starting'] : ['running', 'finishing'];
+    return [...this.held.values()].filter((h) => phases.includes(h.phase)).map((h) => owned(h.row));
+  }
+
+  private onLost(role: HeartbeatRole, ids: string[]): void {
+    // A beat can race a legitimate change (a start, a finish); only tasks still in the beaten phase count.
+    const phases: Phase[] = role === 'claimer' ? ['claimed'] : ['running'];
+    const lost = ids.filter((id) => phases.includes(this.held.get(id)?.phase ?? 'finishing'));
+    if (lost.length === 0) return;
+    this.logger.warn({ taskIds: lost, role }, 'claims lost to another worker or the reaper');
+    this.emit('task:lost', lost);
+    const lostSet = new Set(lost);
+    const notStarted = this.waiting.filter((t) => lostSet.has(t.id));
+    this.waiting = this.waiting.filter((t) => !lostSet.has(t.id));
+    this.release(notStarted.map((t) => t.id));
+    for (const id of lost) this.executor.stop(id, 'lost');
   }
 
   private cancel(ids: string[]): void {
@@ -219,21 +387,6 @@ export class Worker extends EventEmitter<WorkerEvents> {
     }
   }
 
-  private onClaimed(tasks: ClaimedTaskRow[]): void {
-    this.held += tasks.length;
-    this.emit(
-      'task:claimed',
-      tasks.map((t) => t.id),
-    );
-    const start = this.executor.startAll(tasks).catch((error: unknown) => {
-      // The start statement failed: these tasks stay CLAIMED until recovery hands stale claims back to PENDING.
-      this.fail('starting claimed tasks failed', error);
-      this.release(tasks.length);
-    });
-    this.starts.add(start);
-    void start.finally(() => this.starts.delete(start));
-  }
-
   private onSettled(result: { finished: TaskFinishRow[]; lost: string[] }, finishes: TaskFinish[]): void {
     if (result.lost.length > 0) {
       this.logger.warn(
@@ -243,14 +396,16 @@ export class Worker extends EventEmitter<WorkerEvents> {
     }
     this.emit('task:finished', result.finished, result.lost);
     this.scheduleRetryWakes(result.finished, finishes);
-    this.release(finishes.length);
+    this.release(finishes.map((f) => f.id));
   }
 
   // A retry becomes claimable after its delay; wake up then rather than at the next poll. Other workers rely on
   // their poll (or their own retries' timers).
   private scheduleRetryWakes(written: TaskFinishRow[], finishes: TaskFinish[]): void {
     const retried = new Set(written.filter((r) => r.status === 'PENDING').map((r) => r.id));
-    const delays = new Set(finishes.filter((f) => retried.has(f.id) && f.retryDelayMs > 0).map((f) => f.retryDelayMs));
+    const delays = new Set(
+      finishes.filter((f) => retried.has(f.id) && f.retryDelayMs > 0).map((f) => f.retryDelayMs),
+    );
     for (const delay of delays) {
       if (delay >= this.config.pollIntervalMs) continue;
       const timer = setTimeout(() => {
@@ -261,13 +416,40 @@ export class Worker extends EventEmitter<WorkerEvents> {
     }
   }
 
-  private release(count: number): void {
-    this.held -= count;
+  private setPhase(id: string, phase: Phase): void {
+    const held = this.held.get(id);
+    if (held) held.phase = phase;
+  }
+
+  private release(ids: string[]): void {
+    for (const id of ids) this.held.delete(id);
     this.producer.wake(false);
+  }
+
+  private snapshot() {
+    const held = [...this.held.values()];
+    return {
+      worker: this.config.identity,
+      processes: 1,
+      queues: this.config.queues,
+      tasksRunning: held.filter((h) => h.phase === 'running' || h.phase === 'finishing').length,
+      tasksClaimed: held.filter((h) => h.phase === 'claimed' || h.phase === 'starting').length,
+      maxClaimBatch: this.config.maxClaimBatch,
+      maxClaimPerWorker: this.limit,
+      clusterWideCap: null,
+      queuePriorities: Object.fromEntries(this.config.queues.map((q, i) => [q, i + 1])),
+      queueMaxConcurrency: Object.fromEntries(this.config.queues.map((q) => [q, null])),
+      recoveryConfig: this.app.config.recovery,
+      workerStartedAt: this.startedAt,
+    };
   }
 
   private fail(what: string, error: unknown): void {
     this.logger.error({ err: error }, what);
     this.emit('worker:error', error);
   }
+}
+
+function owned(row: ClaimedTaskRow): OwnedTask {
+  return { id: row.id, generation: row.claim_generation };
 }

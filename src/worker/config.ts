@@ -11,12 +11,22 @@ export interface WorkerConfig {
   queues?: string[];
   /** Most tasks this worker holds at once (claimed or running). Default 10. */
   concurrency?: number;
-  /** Most tasks claimed in one statement. Default: `concurrency`. */
+  /**
+   * Claimed tasks held ready beyond `concurrency`, so a freed slot starts the next task without a claim round
+   * trip. They stay CLAIMED (protected by the lease and claimer heartbeats); if the worker dies they are
+   * requeued after `claimedStaleThresholdMs`. Default 0.
+   */
+  prefetch?: number;
+  /** Most tasks claimed in one statement. Default: `concurrency + prefetch`. */
   maxClaimBatch?: number;
   /** Claim pass without a notification, at least this often. Default 2,000 ms. */
   pollIntervalMs?: number;
   /** Claim lease: how long a claim is protected before heartbeats renew it. Default 60,000 ms. */
   claimLeaseMs?: number;
+  /** Claimer heartbeats stop renewing a claim older than this. Default 600,000 ms. */
+  maxClaimAgeMs?: number;
+  /** How often the worker writes a snapshot to `horsies_worker_states`; 0 turns it off. Default 5,000 ms. */
+  snapshotIntervalMs?: number;
   /** Most finished tasks written in one statement. Default 500. */
   completionBatchSize?: number;
   /** How long `stop()` waits for running handlers before stopping them. Default 30,000 ms. */
@@ -26,7 +36,7 @@ export interface WorkerConfig {
    * that it is left behind and its outcome written without it. Default 5,000 ms.
    */
   abortGraceMs?: number;
-  /** Run the maintenance services (expiry, retention) in this worker. Default true. */
+  /** Campaign for the maintenance leadership (reaper, expiry, retention) in this worker. Default true. */
   maintenance?: boolean;
   /** Worker id recorded on claims and attempts. Default: `<host>:<pid>:<random>`. */
   workerId?: string;
@@ -35,9 +45,12 @@ export interface WorkerConfig {
 const workerConfigSchema = z.strictObject({
   queues: z.array(z.string().regex(QUEUE_NAME_PATTERN, 'is not a valid queue name')).min(1).optional(),
   concurrency: z.number().int().min(1).max(10_000).default(10),
+  prefetch: z.number().int().min(0).max(100_000).default(0),
   maxClaimBatch: z.number().int().min(1).max(10_000).optional(),
   pollIntervalMs: z.number().int().min(10).default(2000),
   claimLeaseMs: z.number().int().min(1000).default(60_000),
+  maxClaimAgeMs: z.number().int().min(1000).default(600_000),
+  snapshotIntervalMs: z.number().int().min(0).default(5_000),
   completionBatchSize: z.number().int().min(1).max(10_000).default(500),
   drainTimeoutMs: z.number().int().min(0).default(30_000),
   abortGraceMs: z.number().int().min(0).default(5_000),
@@ -72,7 +85,7 @@ export function resolveWorkerConfig(
   return {
     ...parsed,
     queues: parsed.queues ?? [...appQueues],
-    maxClaimBatch: parsed.maxClaimBatch ?? parsed.concurrency,
+    maxClaimBatch: parsed.maxClaimBatch ?? parsed.concurrency + parsed.prefetch,
     identity: {
       workerId: parsed.workerId ?? `${host}:${process.pid}:${Math.random().toString(36).slice(2, 10)}`,
       hostname: host,

@@ -29,7 +29,9 @@ describe('horsies migrate', () => {
     const appliedBy = runs.filter((r) => r.stdout.includes(`applied ${versions.join(', ')}`));
     expect(appliedBy).toHaveLength(1);
     expect(runs.filter((r) => r.stdout.includes(`already at version ${latest}`))).toHaveLength(5);
-    const { rows } = await pool.query(`SELECT version FROM "${schema}".horsies_schema_migrations ORDER BY version`);
+    const { rows } = await pool.query(
+      `SELECT version FROM "${schema}".horsies_schema_migrations ORDER BY version`,
+    );
     expect(rows).toEqual(versions.map((version) => ({ version })));
     const { rows: tables } = await pool.query<{ table_name: string }>(
       `SELECT table_name FROM information_schema.tables WHERE table_schema = $1 ORDER BY 1`,
@@ -37,6 +39,7 @@ describe('horsies migrate', () => {
     );
     expect(tables.map((r) => r.table_name)).toEqual([
       'horsies_heartbeats',
+      'horsies_leaders',
       'horsies_schedule_state',
       'horsies_schema_migrations',
       'horsies_task_attempts',

@@ -211,7 +211,9 @@ describe('timeouts', () => {
       input: z.object({ n: z.number() }),
       timeoutMs: 100,
       handler: ({ n }) =>
-        n === 1 ? new Promise<string>((resolve) => setTimeout(() => resolve('too late'), 3_000)) : 'next one ran',
+        n === 1
+          ? new Promise<string>((resolve) => setTimeout(() => resolve('too late'), 3_000))
+          : 'next one ran',
     });
     const worker = app.worker({ concurrency: 1, abortGraceMs: 100 });
     await worker.start();

@@ -372,7 +372,6 @@ describe('fencing', () => {
 
     const finish = (generation: number) =>
       app.db.run(TaskFinishMany, {
-        worker: identity('w-1'),
         tasks: [
           {
             id: handle.id,
@@ -383,6 +382,8 @@ describe('fencing', () => {
             errorMessage: null,
             failedReason: null,
             retryDelayMs: 0,
+            workerId: 'w-1',
+            crashed: false,
           },
         ],
       });

@@ -1,0 +1,97 @@
+/**
+ * Maintenance: the reaper. Recovers tasks whose worker went silent.
+ *
+ * - CLAIMED with no claimer heartbeat for `claimedStaleThresholdMs` → PENDING (claim cleared). Safe: the task's
+ *   code never ran.
+ * - RUNNING with no runner heartbeat for `runningStaleThresholdMs` → an attempt row with outcome
+ *   `WORKER_FAILURE` and code `WORKER_CRASHED`, then a retry (back to PENDING with the policy's delay) if the
+ *   task's stored retry policy lists `WORKER_CRASHED` and retries remain, else FAILED.
+ *
+ * Staleness is judged on the database clock, from the latest heartbeat of the role sent by the task's current
+ * holder, else from `claimed_at` / `started_at`. Each task is locked and re-checked before it changes, and the
+ * writes are fenced on the claim generation, so a worker that is alive after all loses nothing but its claim.
+ */
+import { storedRetryPolicy } from '../client/policy.js';
+import type { Database } from '../db/Database.js';
+import { TaskLockStaleRunning, TaskRequeueStaleClaimed } from '../db/liveness.js';
+import type { StaleRunningRow } from '../db/liveness.js';
+import { TaskFinishMany } from '../db/tasks.js';
+import type { TaskFinish } from '../db/tasks.js';
+import { retryDelayMs } from '../worker/backoff.js';
+import type { RandomSource } from '../worker/backoff.js';
+import type { ResolvedRecoveryConfig } from './config.js';
+import type { MaintenanceService } from './Maintainer.js';
+
+/** What one reaper pass did. */
+export interface ReaperResult {
+  /** Stale CLAIMED tasks put back to PENDING. */
+  requeued: string[];
+  /** Stale RUNNING tasks scheduled for a retry. */
+  retried: string[];
+  /** Stale RUNNING tasks failed with `WORKER_CRASHED`. */
+  failed: string[];
+}
+
+/** Finds and recovers tasks of dead workers. */
+export class Reaper implements MaintenanceService<ReaperResult> {
+  readonly name = 'reaper';
+
+  constructor(
+    private readonly db: Database,
+    private readonly config: ResolvedRecoveryConfig,
+    private readonly random: RandomSource = Math.random,
+  ) {}
+
+  async runOnce(): Promise<ReaperResult> {
+    const result: ReaperResult = { requeued: [], retried: [], failed: [] };
+    const limit = this.config.retentionBatchSize;
+    if (this.config.autoRequeueStaleClaimed) {
+      for (let i = 0; i < this.config.retentionMaxBatchesPerRun; i += 1) {
+        const rows = await this.db.run(TaskRequeueStaleClaimed, {
+          thresholdMs: this.config.claimedStaleThresholdMs,
+          limit,
+        });
+        result.requeued.push(...rows.map((r) => r.id));
+        if (rows.length < limit) break;
+      }
+    }
+    if (this.config.autoFailStaleRunning) {
+      for (let i = 0; i < this.config.retentionMaxBatchesPerRun; i += 1) {
+        const batch = await this.reapRunning(limit);
+        for (const row of batch) (row.status === 'PENDING' ? result.retried : result.failed).push(row.id);
+        if (batch.length < limit) break;
+      }
+    }
+    return result;
+  }
+
+  private reapRunning(limit: number): Promise<{ id: string; status: string }[]> {
+    return this.db.transaction(async (client) => {
+      const stale = await this.db.run(
+        TaskLockStaleRunning,
+        { thresholdMs: this.config.runningStaleThresholdMs, limit },
+        client,
+      );
+      if (stale.length === 0) return [];
+      return this.db.run(TaskFinishMany, { tasks: stale.map((row) => this.verdict(row)) }, client);
+    });
+  }
+
+  private verdict(row: StaleRunningRow): TaskFinish {
+    const policy = storedRetryPolicy(row.task_options);
+    const retry = policy.retryOn.includes('WORKER_CRASHED') && row.retry_count < row.max_retries;
+    const message = `no runner heartbeat from ${row.claimed_by_worker_id} for ${this.config.runningStaleThresholdMs} ms`;
+    return {
+      id: row.id,
+      workerId: row.claimed_by_worker_id,
+      generation: row.claim_generation,
+      status: retry ? 'RETRY' : 'FAILED',
+      result: JSON.stringify({ err: { code: 'WORKER_CRASHED', message } }),
+      errorCode: 'WORKER_CRASHED',
+      errorMessage: message,
+      failedReason: 'worker stopped sending heartbeats while the task ran',
+      retryDelayMs: retry ? retryDelayMs(policy, row.retry_count + 1, this.random) : 0,
+      crashed: true,
+    };
+  }
+}
