@@ -1,16 +1,24 @@
 #!/usr/bin/env node
 /** The `horsies` command line. */
+import { resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { Command, InvalidArgumentError } from 'commander';
 import { pino } from 'pino';
 import { Database } from '../db/Database.js';
 import { migrate } from '../db/Migrator.js';
 import { HorsiesError } from '../errors.js';
-import { loadApp } from './loadApp.js';
+import { loadApp } from '../client/loadApp.js';
 import { addTaskCommands } from './tasks.js';
 
 function positiveInt(value: string): number {
   const n = Number(value);
   if (!Number.isInteger(n) || n < 1) throw new InvalidArgumentError('must be a positive integer');
+  return n;
+}
+
+function nonNegativeInt(value: string): number {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 0) throw new InvalidArgumentError('must be an integer >= 0');
   return n;
 }
 
@@ -64,6 +72,8 @@ program
   .option('--concurrency <n>', 'tasks held at once', positiveInt)
   .option('--max-claim-batch <n>', 'most tasks claimed in one statement', positiveInt)
   .option('--poll-interval <ms>', 'claim pass at least this often', positiveInt)
+  .option('--prefetch <n>', 'claimed tasks held ready beyond the concurrency', nonNegativeInt)
+  .option('--no-maintenance', 'do not campaign to run maintenance (reaper, expiry, retention)')
   .option('--migrate', 'apply pending migrations before starting')
   .action(
     async (
@@ -74,6 +84,8 @@ program
         concurrency?: number;
         maxClaimBatch?: number;
         pollInterval?: number;
+        prefetch?: number;
+        maintenance: boolean;
         migrate?: boolean;
       },
     ) => {
@@ -84,6 +96,10 @@ program
         concurrency: options.concurrency,
         maxClaimBatch: options.maxClaimBatch,
         pollIntervalMs: options.pollInterval,
+        prefetch: options.prefetch,
+        maintenance: options.maintenance,
+        appModule: pathToFileURL(resolve(modulePath)).href,
+        appExport: options.export,
       });
       let signals = 0;
       const onSignal = (signal: NodeJS.Signals): void => {

@@ -43,6 +43,7 @@ const taskConfigSchema = z.strictObject({
   ...policyFields,
   retentionMs: z.number().int().min(0).optional(),
   shutdown: z.enum(['continue', 'resubmit', 'stop']).default('continue'),
+  blocking: z.boolean().default(false),
 });
 
 /** True when `value` is an {@link App} (also across two copies of the library). */
@@ -114,6 +115,7 @@ export class App implements HandleHost {
       defaultErrorCode: parsed.defaultErrorCode,
       retentionMs: parsed.retentionMs ?? null,
       shutdown: parsed.shutdown,
+      blocking: parsed.blocking,
     };
     const definition = new TaskDefinition<S, R>(config, policies, this.sendContext, this);
     this.registry.set(definition.name, definition as unknown as TaskDefinition<StandardSchemaV1, unknown>);

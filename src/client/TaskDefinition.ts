@@ -63,6 +63,13 @@ export interface TaskConfig<S extends StandardSchemaV1, R> {
    * fails it with `WORKER_SHUTDOWN`. Default `continue`. Runs still going at the drain timeout are resubmitted.
    */
   shutdown?: ShutdownPolicy;
+  /**
+   * CPU-bound work: run the handler on a worker thread, so it cannot starve the event loop that sends the
+   * worker's heartbeats. The thread loads the app module itself (the worker's `appModule`); the input and result
+   * cross threads as JSON. A timeout, cancel or shutdown that the handler does not heed within the grace period
+   * terminates its thread. Default false.
+   */
+  blocking?: boolean;
 }
 
 /** See {@link TaskConfig.shutdown}. */
@@ -78,6 +85,7 @@ export interface ResolvedTaskPolicies {
   defaultErrorCode: string | undefined;
   retentionMs: number | null;
   shutdown: ShutdownPolicy;
+  blocking: boolean;
 }
 
 /** One item of `sendMany`: an input and its own options. */

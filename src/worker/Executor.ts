@@ -27,6 +27,7 @@ import { NotSerializableError, TaskError } from '../errors.js';
 import { retryDelayMs } from './backoff.js';
 import type { RandomSource } from './backoff.js';
 import { toTaskError } from './errorMapping.js';
+import type { ThreadPool } from './ThreadPool.js';
 import { settlesWithin } from './timing.js';
 
 /**
@@ -74,6 +75,7 @@ export class Executor {
     private readonly logger: Logger,
     private readonly options: ExecutorOptions,
     private readonly hooks: ExecutorHooks,
+    private readonly pool: ThreadPool | null = null,
   ) {}
 
   /** Number of handlers running now (leaked ones excluded). */
@@ -162,18 +164,30 @@ export class Executor {
       timeoutMs === null ? null : setTimeout(() => this.runs.get(task.id)?.stop('timeout'), timeoutMs);
     let finish: TaskFinish;
     try {
-      const execution = this.execute(definition, task, attempt, controller.signal);
+      const onThread = definition.policies.blocking && this.pool !== null;
+      const execution = onThread
+        ? this.executeOnThread(task, attempt)
+        : this.execute(definition, task, attempt, controller.signal);
       const first = await Promise.race([execution, stop]);
       let outcome: Outcome;
       if (typeof first !== 'string') {
         outcome = first;
       } else {
         controller.abort(new Error(`task stopped: ${first}`));
+        if (onThread) this.pool?.abort(task.id);
         if (!(await settlesWithin(execution, this.options.abortGraceMs))) {
-          this.logger.warn(
-            { taskId: task.id, task: task.task_name, reason: first, graceMs: this.options.abortGraceMs },
-            'handler ignored its AbortSignal and leaked; the task is finished without it',
-          );
+          if (onThread) {
+            this.logger.warn(
+              { taskId: task.id, task: task.task_name, reason: first },
+              'terminating the thread of a blocking handler',
+            );
+            await this.pool?.terminate(task.id);
+          } else {
+            this.logger.warn(
+              { taskId: task.id, task: task.task_name, reason: first, graceMs: this.options.abortGraceMs },
+              'handler ignored its AbortSignal and leaked; the task is finished without it',
+            );
+          }
         }
         outcome = stopOutcome(first, timeoutMs);
       }
@@ -184,6 +198,27 @@ export class Executor {
     }
     // After the slot is free, so the worker can start the next task at once.
     this.hooks.onFinished(finish, task);
+  }
+
+  private async executeOnThread(task: ClaimedTaskRow, attempt: number): Promise<Outcome> {
+    try {
+      const reply = await this.pool!.run({
+        id: task.id,
+        taskName: task.task_name,
+        input: task.kwargs,
+        context: {
+          taskId: task.id,
+          taskName: task.task_name,
+          queue: task.queue_name,
+          attempt,
+          retryCount: task.retry_count,
+        },
+      });
+      if ('value' in reply) return { value: reply.value };
+      return new TaskError(reply.error.code, reply.error.message, reply.error.data);
+    } catch (error) {
+      return new TaskError('UNHANDLED_ERROR', `the task's thread failed: ${(error as Error).message}`);
+    }
   }
 
   private async execute(

@@ -36,6 +36,7 @@ import { Executor } from './Executor.js';
 import { Heartbeater } from './Heartbeater.js';
 import { Producer } from './Producer.js';
 import { StateReporter } from './StateReporter.js';
+import { ThreadPool } from './ThreadPool.js';
 import { settlesWithin } from './timing.js';
 
 /** Events a worker emits; tests and monitoring await them. */
@@ -83,6 +84,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
   private readonly elector: Elector;
   private readonly maintainer: Maintainer;
   private readonly reporter: StateReporter;
+  private readonly pool: ThreadPool | null;
   private state: State = 'new';
   private readonly held = new Map<string, Held>();
   /** Claimed tasks waiting for a free slot, in claim order. */
@@ -99,7 +101,16 @@ export class Worker extends EventEmitter<WorkerEvents> {
     config: WorkerConfig = {},
   ) {
     super();
-    this.config = resolveWorkerConfig(config, app.config.queues);
+    const blocking = [...app.tasks.values()].some((t) => t.policies.blocking);
+    this.config = resolveWorkerConfig(config, app.config.queues, blocking);
+    this.pool =
+      blocking && this.config.appModule !== null
+        ? new ThreadPool({
+            appModule: this.config.appModule,
+            exportName: this.config.appExport,
+            size: this.config.blockingThreads,
+          })
+        : null;
     const { identity } = this.config;
     const db = app.db;
     const recovery = app.config.recovery;
@@ -143,6 +154,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
           this.dispatch();
         },
       },
+      this.pool,
     );
     this.completer = new Completer(db, this.config.completionBatchSize, {
       onSettled: (result, finishes) => this.onSettled(result, finishes),
@@ -297,6 +309,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
     await this.elector.stop();
     await this.maintainer.stop();
     await this.listener.stop();
+    await this.pool?.close();
     this.state = 'stopped';
     this.logger.info('worker stopped');
     this.emit('worker:stopped');

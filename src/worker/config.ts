@@ -1,5 +1,5 @@
 /** The worker's configuration and its validation. */
-import { hostname } from 'node:os';
+import { availableParallelism, hostname } from 'node:os';
 import { basename } from 'node:path';
 import { z } from 'zod';
 import { QUEUE_NAME_PATTERN, parseConfig } from '../config.js';
@@ -40,6 +40,15 @@ export interface WorkerConfig {
   maintenance?: boolean;
   /** Worker id recorded on claims and attempts. Default: `<host>:<pid>:<random>`. */
   workerId?: string;
+  /**
+   * The module that exports the app (a path or file URL; `import.meta.url` of the module that creates it), for
+   * the threads of blocking tasks. `horsies worker <module>` sets it. Required when the app has blocking tasks.
+   */
+  appModule?: string | URL;
+  /** The export of `appModule` holding the app, if not `default` or `app`. */
+  appExport?: string;
+  /** Threads for blocking tasks. Default: min(concurrency, available cores). */
+  blockingThreads?: number;
 }
 
 const workerConfigSchema = z.strictObject({
@@ -56,19 +65,37 @@ const workerConfigSchema = z.strictObject({
   abortGraceMs: z.number().int().min(0).default(5_000),
   maintenance: z.boolean().default(true),
   workerId: z.string().min(1).max(255).optional(),
+  appModule: z.union([z.string().min(1), z.instanceof(URL)]).optional(),
+  appExport: z.string().min(1).optional(),
+  blockingThreads: z.number().int().min(1).max(1024).optional(),
 });
 
 /** A {@link WorkerConfig} with defaults applied. */
-export type ResolvedWorkerConfig = Required<Omit<z.output<typeof workerConfigSchema>, 'workerId'>> & {
+export type ResolvedWorkerConfig = Required<
+  Omit<z.output<typeof workerConfigSchema>, 'workerId' | 'appModule' | 'appExport'>
+> & {
   identity: WorkerIdentity;
+  appModule: string | null;
+  appExport: string | undefined;
 };
 
-/** Validates a worker config against the app's queues; throws a ConfigError listing every problem. */
+/**
+ * Validates a worker config against the app's queues (and, when the app has blocking tasks, requires
+ * `appModule`); throws a ConfigError listing every problem.
+ */
 export function resolveWorkerConfig(
   config: WorkerConfig,
   appQueues: readonly string[],
+  hasBlockingTasks = false,
 ): ResolvedWorkerConfig {
   const schema = workerConfigSchema.superRefine((c, ctx) => {
+    if (hasBlockingTasks && c.appModule === undefined) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['appModule'],
+        message: 'is required: the app has blocking tasks, and their threads load the app from this module',
+      });
+    }
     c.queues?.forEach((q, i) => {
       if (!appQueues.includes(q)) {
         ctx.addIssue({
@@ -86,6 +113,9 @@ export function resolveWorkerConfig(
     ...parsed,
     queues: parsed.queues ?? [...appQueues],
     maxClaimBatch: parsed.maxClaimBatch ?? parsed.concurrency + parsed.prefetch,
+    blockingThreads: parsed.blockingThreads ?? Math.min(parsed.concurrency, availableParallelism()),
+    appModule: parsed.appModule === undefined ? null : String(parsed.appModule),
+    appExport: parsed.appExport,
     identity: {
       workerId: parsed.workerId ?? `${host}:${process.pid}:${Math.random().toString(36).slice(2, 10)}`,
       hostname: host,

@@ -1,9 +1,9 @@
-/** Loads the user's module that defines the app, for `horsies worker <module>`. */
+/** Loads the user's module that defines the app (`horsies worker <module>`, and the threads of blocking tasks). */
 import { existsSync } from 'node:fs';
 import { extname, resolve } from 'node:path';
-import { pathToFileURL } from 'node:url';
-import type { App } from '../client/App.js';
-import { isApp } from '../client/App.js';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import type { App } from './App.js';
+import { isApp } from './App.js';
 
 const TYPESCRIPT_EXTENSIONS = new Set(['.ts', '.mts', '.cts', '.tsx']);
 
@@ -11,8 +11,11 @@ const TYPESCRIPT_EXTENSIONS = new Set(['.ts', '.mts', '.cts', '.tsx']);
  * Imports `modulePath` and returns its app: the export named `exportName`, else the default export, else an
  * export named `app`. TypeScript modules are loaded through `tsx` when it is installed.
  */
-export async function loadApp(modulePath: string, exportName?: string): Promise<App> {
-  const file = resolve(modulePath);
+export async function loadApp(modulePath: string | URL, exportName?: string): Promise<App> {
+  const file =
+    modulePath instanceof URL || modulePath.startsWith('file:')
+      ? fileURLToPath(modulePath)
+      : resolve(modulePath);
   if (!existsSync(file)) throw new Error(`module not found: ${file}`);
   if (TYPESCRIPT_EXTENSIONS.has(extname(file)) && !process.execArgv.some((a) => a.includes('tsx'))) {
     try {

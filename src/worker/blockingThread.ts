@@ -1,0 +1,76 @@
+/**
+ * Entry of a thread that runs blocking (CPU-bound) handlers, so they cannot starve the event loop that sends
+ * the worker's heartbeats. The thread loads the app module itself, then runs one task per message. Error
+ * classes are mapped to codes here, where the classes live.
+ */
+import { parentPort, workerData } from 'node:worker_threads';
+import { pino } from 'pino';
+import { loadApp } from '../client/loadApp.js';
+import { toCanonicalJson } from '../client/json.js';
+import type { TaskContext } from '../client/TaskDefinition.js';
+import { NotSerializableError, TaskError } from '../errors.js';
+import type { ThreadReply, ThreadRequest } from './ThreadPool.js';
+import { toTaskError } from './errorMapping.js';
+
+const { appModule, exportName } = workerData as { appModule: string; exportName?: string };
+const app = await loadApp(appModule, exportName);
+const logger = pino({ level: process.env.HORSIES_LOG_LEVEL || 'info' });
+const controllers = new Map<string, AbortController>();
+const port = parentPort!;
+
+port.on('message', (message: ThreadRequest | { abort: string }) => {
+  if ('abort' in message) {
+    controllers.get(message.abort)?.abort(new Error('task stopped'));
+    return;
+  }
+  void run(message).then((reply) => port.postMessage(reply));
+});
+port.postMessage({ ready: true });
+
+async function run(request: ThreadRequest): Promise<ThreadReply> {
+  const definition = app.tasks.get(request.taskName);
+  if (!definition) {
+    return {
+      id: request.id,
+      error: new TaskError(
+        'UNHANDLED_ERROR',
+        `task "${request.taskName}" is not in the thread's app`,
+      ).toJSON(),
+    };
+  }
+  const controller = new AbortController();
+  controllers.set(request.id, controller);
+  try {
+    const validated = await definition.input['~standard'].validate(request.input);
+    if (validated.issues) {
+      const detail = validated.issues.map((i) => i.message).join('; ');
+      return {
+        id: request.id,
+        error: {
+          code: 'VALIDATION_FAILED',
+          message: `stored input no longer matches the task's schema: ${detail}`,
+        },
+      };
+    }
+    const ctx: TaskContext = {
+      ...request.context,
+      signal: controller.signal,
+      logger: logger.child({ taskId: request.id, task: request.taskName, attempt: request.context.attempt }),
+    };
+    const value = await definition.handler(validated.value, ctx);
+    if (value instanceof TaskError) return { id: request.id, error: value.toJSON() };
+    return { id: request.id, value: toCanonicalJson(value === undefined ? null : value, 'result') };
+  } catch (error) {
+    if (error instanceof NotSerializableError && error.path.startsWith('result')) {
+      return { id: request.id, error: { code: 'RESULT_NOT_SERIALIZABLE', message: error.message } };
+    }
+    const mapped = toTaskError(error, {
+      task: definition.policies.errorCodes,
+      app: app.config.errorCodes,
+      defaultCode: definition.policies.defaultErrorCode,
+    });
+    return { id: request.id, error: mapped.toJSON() };
+  } finally {
+    controllers.delete(request.id);
+  }
+}
