@@ -121,7 +121,7 @@ export async function resubmitTasks(
     return { ids: rows.map((r) => r.id) };
   }
   const { batchSize = 1000, ...filter } = target;
-  const params = toParams({ status: 'FAILED', ...filter });
+  const params = toParams({ ...filter, status: filter.status ?? 'FAILED' });
   const refused = params.statuses?.filter((s) => !RESUBMITTABLE.includes(s as TaskStatus)) ?? [];
   if (refused.length > 0) {
     throw new ConfigError('resubmit filter', [

@@ -90,7 +90,10 @@ export class Listener extends EventEmitter<ListenerEvents> {
   }
 
   private async connect(): Promise<void> {
-    const client = new pg.Client(this.config);
+    const client = new pg.Client({
+      ...this.config,
+      application_name: this.config.application_name ?? 'horsies:listen',
+    });
     client.on('error', (e) => this.fail(client, e));
     client.on('end', () => this.fail(client, new Error('LISTEN connection ended')));
     client.on('notification', (msg) => this.emit('notification', msg.channel, msg.payload ?? ''));

@@ -3,6 +3,7 @@
  * failed, in which case it is kept and its name printed so the rows can be inspected.
  */
 import { randomBytes } from 'node:crypto';
+import type { EventEmitter } from 'node:events';
 import pg from 'pg';
 import { pino } from 'pino';
 import { afterAll, afterEach, inject } from 'vitest';
@@ -65,27 +66,27 @@ export async function useTestSchema(): Promise<TestSchema> {
 }
 
 /** Resolves on the first `event` of `emitter` whose args satisfy `match`; rejects after `timeoutMs`. */
-export function waitForEvent<A extends unknown[]>(
-  emitter: {
-    on(event: string, fn: (...args: A) => void): unknown;
-    off(event: string, fn: (...args: A) => void): unknown;
-  },
-  event: string,
-  match: (...args: A) => boolean = () => true,
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+export function waitForEvent<T extends Record<keyof T, any[]>, K extends keyof T & string>(
+  emitter: EventEmitter<T>,
+  event: K,
+  match: (...args: T[K]) => boolean = () => true,
   timeoutMs = 10_000,
-): Promise<A> {
+): Promise<T[K]> {
+  // The typed overloads of EventEmitter<T> do not accept a generic key; use the untyped view.
+  const untyped = emitter as unknown as EventEmitter;
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => {
-      emitter.off(event, handler);
+      untyped.off(event, handler);
       reject(new Error(`timed out after ${timeoutMs} ms waiting for ${event}`));
     }, timeoutMs);
-    function handler(...args: A): void {
-      if (!match(...args)) return;
+    function handler(...args: unknown[]): void {
+      if (!match(...(args as T[K]))) return;
       clearTimeout(timer);
-      emitter.off(event, handler);
-      resolve(args);
+      untyped.off(event, handler);
+      resolve(args as T[K]);
     }
-    emitter.on(event, handler);
+    untyped.on(event, handler);
   });
 }
 

@@ -1,0 +1,186 @@
+/**
+ * Crash recovery with real worker processes killed by SIGKILL: claimed tasks are requeued and run elsewhere,
+ * a task killed mid-run fails WORKER_CRASHED (or is retried when its policy says so), and a late finisher
+ * changes nothing.
+ */
+import { afterAll, describe, expect, it } from 'vitest';
+import type { App } from '../../src/client/App.js';
+import { Reaper } from '../../src/recovery/Reaper.js';
+import type { ReaperResult } from '../../src/recovery/Reaper.js';
+import { databaseUrl, eventually, useTestSchema, waitForEvent } from '../support/db.js';
+import { startWorkerProcess } from '../support/processes.js';
+
+const t = await useTestSchema();
+await t.query('CREATE TABLE {{schema}}.test_runs (task_id text NOT NULL, worker_pid int NOT NULL)');
+
+const recovery = {
+  claimerHeartbeatIntervalMs: 100,
+  claimedStaleThresholdMs: 600,
+  runnerHeartbeatIntervalMs: 100,
+  runningStaleThresholdMs: 600,
+  checkIntervalMs: 200,
+};
+
+// The in-process survivor uses the same app module as the worker processes, configured through the environment.
+process.env.DATABASE_URL ??= databaseUrl();
+process.env.HORSIES_SCHEMA = t.schema;
+process.env.HORSIES_TEST_RECOVERY = JSON.stringify(recovery);
+process.env.HORSIES_LOG_LEVEL = 'silent';
+const fixture = await import('../fixtures/app.js');
+const appModule = new URL('../fixtures/app.ts', import.meta.url).href;
+delete process.env.HORSIES_SCHEMA;
+delete process.env.HORSIES_TEST_RECOVERY;
+const app: App = fixture.app;
+afterAll(() => app.close());
+
+const env = { databaseUrl: databaseUrl(), schema: t.schema, recovery };
+
+async function statusCounts(ids: string[]): Promise<Record<string, number>> {
+  const rows = await t.query<{ status: string; n: number }>(
+    'SELECT status, count(*)::int AS n FROM {{schema}}.horsies_tasks WHERE id = ANY($1) GROUP BY status',
+    [ids],
+  );
+  return Object.fromEntries(rows.map((r) => [r.status, r.n]));
+}
+
+function reaperEvent(worker: ReturnType<App['worker']>, match: (r: ReaperResult) => boolean) {
+  return waitForEvent(
+    worker,
+    'maintenance:ran',
+    (service, result) => service === 'reaper' && match(result as ReaperResult),
+    15_000,
+  );
+}
+
+describe('a worker killed with SIGKILL', () => {
+  it('has its CLAIMED tasks requeued and completed elsewhere, and its RUNNING task failed WORKER_CRASHED', async () => {
+    const victim = startWorkerProcess(env, ['--concurrency', '1', '--prefetch', '5', '--no-maintenance']);
+    await victim.ready;
+    const running = await fixture.sleepy.send({ ms: 60_000 });
+    await eventually(async () => (await app.getTask(running.id))?.status === 'RUNNING');
+    const queued = await fixture.record.sendMany(Array.from({ length: 5 }, (_, n) => ({ input: { n } })));
+    const queuedIds = queued.map((h) => h.id);
+    await eventually(async () => (await statusCounts(queuedIds)).CLAIMED === 5);
+
+    victim.child.kill('SIGKILL');
+    const killedAt = Date.now();
+    expect(await victim.exited).toBe('SIGKILL');
+
+    const survivor = app.worker({ concurrency: 5, appModule });
+    const requeued = reaperEvent(survivor, (r) => queuedIds.every((id) => r.requeued.includes(id)));
+    const crashed = reaperEvent(survivor, (r) => r.failed.includes(running.id));
+    await survivor.start();
+    await requeued;
+    const requeueMs = Date.now() - killedAt;
+    const results = await Promise.all(queued.map((h) => h.result({ timeoutMs: 15_000 })));
+    expect(results).toEqual([0, 2, 4, 6, 8].map((value) => ({ ok: true, value })));
+    const completedMs = Date.now() - killedAt;
+    await crashed;
+
+    const attempts = await t.query<{
+      task_id: string;
+      attempt: number;
+      outcome: string;
+      error_code: string | null;
+    }>(
+      'SELECT task_id, attempt, outcome, error_code FROM {{schema}}.horsies_task_attempts WHERE task_id = ANY($1) ORDER BY task_id, attempt',
+      [[...queuedIds, running.id]],
+    );
+    // The requeued tasks never ran in the killed worker: one attempt each, completed by the survivor.
+    for (const id of queuedIds) {
+      expect(attempts.filter((a) => a.task_id === id)).toEqual([
+        { task_id: id, attempt: 1, outcome: 'COMPLETED', error_code: null },
+      ]);
+    }
+    expect(attempts.filter((a) => a.task_id === running.id)).toEqual([
+      { task_id: running.id, attempt: 1, outcome: 'WORKER_FAILURE', error_code: 'WORKER_CRASHED' },
+    ]);
+    const result = await running.result({ timeoutMs: 1_000 });
+    expect(result.ok ? null : result.error.code).toBe('WORKER_CRASHED');
+    const runs = await t.query<{ task_id: string }>(
+      'SELECT task_id FROM {{schema}}.test_runs WHERE task_id = ANY($1)',
+      [queuedIds],
+    );
+    expect(runs.map((r) => r.task_id).sort()).toEqual([...queuedIds].sort());
+    const bound = recovery.claimedStaleThresholdMs + recovery.checkIntervalMs;
+    console.log(
+      `kill → claimed tasks requeued: ${requeueMs} ms (claimedStaleThresholdMs + checkIntervalMs = ${bound} ms); ` +
+        `kill → all five completed elsewhere: ${completedMs} ms`,
+    );
+    expect(requeueMs).toBeLessThan(bound + 5_000);
+    await survivor.stop();
+  });
+
+  it('retries a task killed mid-run when its policy lists WORKER_CRASHED, and it completes elsewhere', async () => {
+    const victim = startWorkerProcess(env, ['--concurrency', '1', '--no-maintenance']);
+    await victim.ready;
+    const handle = await fixture.crashy.send({ ms: 60_000 });
+    await eventually(async () => (await app.getTask(handle.id))?.status === 'RUNNING');
+    victim.child.kill('SIGKILL');
+    await victim.exited;
+
+    const survivor = app.worker({ concurrency: 2, appModule });
+    await survivor.start();
+    expect(await handle.result({ timeoutMs: 15_000 })).toEqual({ ok: true, value: 2 });
+    const attempts = await t.query<{
+      attempt: number;
+      outcome: string;
+      will_retry: boolean;
+      error_code: string | null;
+    }>(
+      'SELECT attempt, outcome, will_retry, error_code FROM {{schema}}.horsies_task_attempts WHERE task_id = $1 ORDER BY attempt',
+      [handle.id],
+    );
+    expect(attempts).toEqual([
+      { attempt: 1, outcome: 'WORKER_FAILURE', will_retry: true, error_code: 'WORKER_CRASHED' },
+      { attempt: 2, outcome: 'COMPLETED', will_retry: false, error_code: null },
+    ]);
+    expect(await app.getTask(handle.id)).toMatchObject({ status: 'COMPLETED', retryCount: 1 });
+    await survivor.stop();
+  });
+});
+
+describe('a late finisher', () => {
+  it('changes nothing after the reaper acted, and learns from its next heartbeat that the claim is gone', async () => {
+    let release: () => void = () => undefined;
+    const gate = new Promise<void>((r) => (release = r));
+    let aborted: unknown = null;
+    // A worker that does not heartbeat in time (long interval): the reaper, with a short threshold, judges it dead.
+    const slowApp = t.app({
+      recovery: { runnerHeartbeatIntervalMs: 60_000, runningStaleThresholdMs: 120_000 },
+    });
+    const gated = slowApp.task({
+      name: 'late.gated',
+      input: fixture.record.input,
+      handler: async (_input, ctx) => {
+        ctx.signal.addEventListener('abort', () => (aborted = ctx.signal.reason));
+        await gate;
+        return 'late';
+      },
+    });
+    const worker = slowApp.worker({ maintenance: false, abortGraceMs: 10_000 });
+    await worker.start();
+    const handle = await gated.send({ n: 1 });
+    await waitForEvent(worker, 'task:started', (id) => id === handle.id);
+    await new Promise((r) => setTimeout(r, 300));
+
+    const reaper = new Reaper(slowApp.db, { ...slowApp.config.recovery, runningStaleThresholdMs: 200 });
+    const verdict = await reaper.runOnce();
+    expect(verdict.failed).toContain(handle.id);
+
+    const lost = waitForEvent(worker, 'task:lost', (ids) => ids.includes(handle.id));
+    expect(await worker.beat('runner')).not.toContain(handle.id);
+    await lost;
+    expect(aborted).toBeInstanceOf(Error);
+
+    const finished = waitForEvent(worker, 'task:finished', (_written, lostIds) =>
+      lostIds.includes(handle.id),
+    );
+    release();
+    await finished;
+    const task = await slowApp.getTask(handle.id, { attempts: true });
+    expect(task).toMatchObject({ status: 'FAILED', errorCode: 'WORKER_CRASHED' });
+    expect(task?.attempts?.map((a) => a.outcome)).toEqual(['WORKER_FAILURE']);
+    await worker.stop();
+  });
+});
