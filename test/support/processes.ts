@@ -23,7 +23,7 @@ afterAll(() => {
 
 /** Starts `horsies worker test/fixtures/app.ts` with the given extra arguments. */
 export function startWorkerProcess(
-  env: { databaseUrl: string; schema: string },
+  env: { databaseUrl: string; schema: string; recovery?: object },
   args: string[] = [],
 ): WorkerProcess {
   const child = spawn(
@@ -36,6 +36,7 @@ export function startWorkerProcess(
         DATABASE_URL: env.databaseUrl,
         HORSIES_SCHEMA: env.schema,
         HORSIES_LOG_LEVEL: 'info',
+        HORSIES_TEST_RECOVERY: env.recovery ? JSON.stringify(env.recovery) : '',
       },
       stdio: ['ignore', 'pipe', 'pipe'],
     },
