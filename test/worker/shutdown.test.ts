@@ -45,7 +45,9 @@ describe('worker.stop()', () => {
 
     const stopping = worker.stop();
     // resubmit and stop act at once; continue keeps running until it finishes.
-    await waitForEvent(worker, 'task:finished', (written) => written.some((w) => w.id === handles[2]!.id));
+    await waitForEvent(worker, 'task:finished', (written: { id: string }[]) =>
+      written.some((w) => w.id === handles[2]!.id),
+    );
     expect((await row(handles[0]!.id)).status).toBe('RUNNING');
     release();
     await stopping;
