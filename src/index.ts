@@ -6,10 +6,16 @@
 export { App, createApp, isApp } from './client/App.js';
 export type { AppConfig, ResolvedAppConfig } from './client/config.js';
 export { TaskDefinition } from './client/TaskDefinition.js';
-export type { SendManyItem, TaskConfig, TaskContext, TaskHandler } from './client/TaskDefinition.js';
+export type {
+  SendManyItem,
+  ShutdownPolicy,
+  TaskConfig,
+  TaskContext,
+  TaskHandler,
+} from './client/TaskDefinition.js';
 export { TaskHandle } from './client/TaskHandle.js';
 export type { SendCallOptions, SendOptions } from './client/send.js';
-export type { CancelResult, ResubmitResult, TaskFilter } from './client/operations.js';
+export type { CancelResult, QueueInfo, ResubmitResult, TaskFilter } from './client/operations.js';
 export type { BackoffStrategy, ErrorClass, ErrorCodeMap, RetryPolicy } from './client/policy.js';
 export type { QueueConfig } from './client/config.js';
 export type { RecoveryConfig } from './recovery/config.js';

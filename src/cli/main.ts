@@ -8,6 +8,7 @@ import { Database } from '../db/Database.js';
 import { migrate } from '../db/Migrator.js';
 import { HorsiesError } from '../errors.js';
 import { loadApp } from '../client/loadApp.js';
+import { addQueueCommands } from './queues.js';
 import { addTaskCommands } from './tasks.js';
 
 function positiveInt(value: string): number {
@@ -127,6 +128,7 @@ program
   );
 
 addTaskCommands(program);
+addQueueCommands(program);
 
 program.parseAsync(process.argv).catch((error: unknown) => {
   const logger = pino({ name: 'horsies' });

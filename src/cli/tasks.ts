@@ -1,16 +1,12 @@
 /** `horsies tasks ...`: inspect, cancel and resubmit tasks. */
 import { Command, InvalidArgumentError, Option } from 'commander';
-import { pino } from 'pino';
-import { App } from '../client/App.js';
+import { servedTaskKeys } from '../client/operations.js';
 import type { TaskFilter } from '../client/operations.js';
 import { TASK_STATUSES } from '../types.js';
 import type { TaskInfo, TaskStatus } from '../types.js';
 import { formatTable } from './format.js';
-
-interface ConnectionOptions {
-  databaseUrl?: string;
-  schema?: string;
-}
+import { withApp, withConnection } from './shared.js';
+import type { ConnectionOptions } from './shared.js';
 
 interface FilterOptions {
   status?: TaskStatus[];
@@ -41,12 +37,6 @@ function positiveInt(value: string): number {
   return n;
 }
 
-function withConnection(command: Command): Command {
-  return command
-    .option('--database-url <url>', 'connection string (default: $DATABASE_URL)')
-    .option('--schema <name>', 'PostgreSQL schema (default: $HORSIES_SCHEMA or "horsies")');
-}
-
 function withFilter(command: Command): Command {
   return command
     .addOption(
@@ -70,26 +60,13 @@ function toFilter(o: FilterOptions): TaskFilter {
   };
 }
 
-async function withApp<T>(options: ConnectionOptions, fn: (app: App) => Promise<T>): Promise<T> {
-  const app = new App({
-    databaseUrl: options.databaseUrl,
-    schema: options.schema,
-    poolSize: 2,
-    logger: pino({ level: 'warn' }),
-  });
-  try {
-    return await fn(app);
-  } finally {
-    await app.close();
-  }
-}
-
-function summary(task: TaskInfo): Record<string, string> {
+function summary(task: TaskInfo, served: Set<string>): Record<string, string> {
+  const orphan = task.status === 'PENDING' && !served.has(`${task.queueName}\u0000${task.taskName}`);
   return {
     id: task.id,
     task: task.taskName,
     queue: task.queueName,
-    status: task.status,
+    status: orphan ? 'PENDING (no worker)' : task.status,
     error: task.errorCode ?? '',
     attempts: String(task.attemptCount),
     resubmits: String(task.resubmitCount),
@@ -108,8 +85,15 @@ export function addTaskCommands(program: Command): void {
     .action(async (options: ConnectionOptions & FilterOptions & { limit: number; json?: boolean }) => {
       await withApp(options, async (app) => {
         const rows = await app.listTasks(toFilter(options), { limit: options.limit });
-        if (options.json) for (const row of rows) console.log(JSON.stringify(row));
-        else console.log(rows.length === 0 ? 'no tasks match' : formatTable(rows.map(summary)));
+        const served = await servedTaskKeys(app.db);
+        const noWorker = (t: TaskInfo): boolean =>
+          t.status === 'PENDING' && !served.has(`${t.queueName}\u0000${t.taskName}`);
+        if (options.json)
+          for (const row of rows) console.log(JSON.stringify({ ...row, noWorker: noWorker(row) }));
+        else
+          console.log(
+            rows.length === 0 ? 'no tasks match' : formatTable(rows.map((r) => summary(r, served))),
+          );
       });
     });
 

@@ -26,8 +26,8 @@ import type { ResolvedTaskPolicies, TaskConfig } from './TaskDefinition.js';
 import type { HandleHost } from './TaskHandle.js';
 import { TaskHandle } from './TaskHandle.js';
 import { toTaskInfo } from './taskInfo.js';
-import { cancelTask, listTasks, resubmitTasks } from './operations.js';
-import type { CancelResult, ResubmitResult, TaskFilter } from './operations.js';
+import { cancelTask, listQueues, listTasks, resubmitTasks, setQueuePaused } from './operations.js';
+import type { CancelResult, QueueInfo, ResubmitResult, TaskFilter } from './operations.js';
 
 const APP_BRAND = Symbol.for('horsies.App');
 
@@ -44,6 +44,7 @@ const taskConfigSchema = z.strictObject({
   retentionMs: z.number().int().min(0).optional(),
   shutdown: z.enum(['continue', 'resubmit', 'stop']).default('continue'),
   blocking: z.boolean().default(false),
+  maxConcurrentPerWorker: z.number().int().min(1).optional(),
 });
 
 /** True when `value` is an {@link App} (also across two copies of the library). */
@@ -116,6 +117,7 @@ export class App implements HandleHost {
       retentionMs: parsed.retentionMs ?? null,
       shutdown: parsed.shutdown,
       blocking: parsed.blocking,
+      maxConcurrentPerWorker: parsed.maxConcurrentPerWorker ?? null,
     };
     const definition = new TaskDefinition<S, R>(config, policies, this.sendContext, this);
     this.registry.set(definition.name, definition as unknown as TaskDefinition<StandardSchemaV1, unknown>);
@@ -166,6 +168,21 @@ export class App implements HandleHost {
    */
   resubmit(target: { ids: string[] } | (TaskFilter & { batchSize?: number })): Promise<ResubmitResult> {
     return resubmitTasks(this.db, target);
+  }
+
+  /** Every queue with tasks or a stored state: counts by status, paused or not, tasks no worker serves. */
+  listQueues(): Promise<QueueInfo[]> {
+    return listQueues(this.db);
+  }
+
+  /** Pauses a queue cluster-wide: running tasks finish, nothing new is claimed from it. */
+  pauseQueue(queue: string): Promise<void> {
+    return setQueuePaused(this.db, queue, true);
+  }
+
+  /** Resumes a paused queue. */
+  resumeQueue(queue: string): Promise<void> {
+    return setQueuePaused(this.db, queue, false);
   }
 
   /** @internal Used by handles. */

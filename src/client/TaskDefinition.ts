@@ -70,6 +70,8 @@ export interface TaskConfig<S extends StandardSchemaV1, R> {
    * terminates its thread. Default false.
    */
   blocking?: boolean;
+  /** Most runs of this task at once in one worker (on top of queue and cluster caps). Default: no limit. */
+  maxConcurrentPerWorker?: number;
 }
 
 /** See {@link TaskConfig.shutdown}. */
@@ -86,6 +88,7 @@ export interface ResolvedTaskPolicies {
   retentionMs: number | null;
   shutdown: ShutdownPolicy;
   blocking: boolean;
+  maxConcurrentPerWorker: number | null;
 }
 
 /** One item of `sendMany`: an input and its own options. */

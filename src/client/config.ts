@@ -15,6 +15,10 @@ export interface QueueConfig {
   name: string;
   /** How long COMPLETED tasks of this queue are kept, unless their task says otherwise. Default: the app's. */
   retentionMs?: number;
+  /** 1–100; workers serve queues with a lower number first. Default 100 (then the order declared). */
+  priority?: number;
+  /** Cluster-wide limit on this queue's tasks in flight (see `capMode`). Default: none. */
+  maxConcurrency?: number;
 }
 
 /** Configuration of an {@link App}. Every field is optional. */
@@ -50,6 +54,16 @@ export interface AppConfig {
   errorCodes?: ErrorCodeMap;
   /** Recovery and retention settings. */
   recovery?: RecoveryConfig;
+  /** Limit on tasks in flight over all queues and workers. Default: none (claimers never lock). */
+  clusterWideCap?: number;
+  /**
+   * How caps count. `hard` (default): CLAIMED and RUNNING tasks count. `soft`: claims may go `prefetchBuffer`
+   * over a cap so workers hold tasks ready, and starts are gated instead, so RUNNING tasks never pass it.
+   * Claims whose lease expired never count.
+   */
+  capMode?: 'hard' | 'soft';
+  /** In `soft` mode, how far claims may go over each cap. Default 0. */
+  prefetchBuffer?: number;
 }
 
 const queueName = z
@@ -75,8 +89,13 @@ const appConfigSchema = z
     queues: z
       .array(
         z.union([
-          queueName.transform((name) => ({ name })),
-          z.strictObject({ name: queueName, retentionMs: z.number().int().min(0).optional() }),
+          queueName.transform((name): QueueConfig => ({ name })),
+          z.strictObject({
+            name: queueName,
+            retentionMs: z.number().int().min(0).optional(),
+            priority: z.number().int().min(1).max(100).optional(),
+            maxConcurrency: z.number().int().min(1).optional(),
+          }),
         ]),
       )
       .min(1)
@@ -97,8 +116,18 @@ const appConfigSchema = z
     timeoutMs: policyFields.timeoutMs,
     errorCodes: policyFields.errorCodes,
     recovery: recoveryConfigSchema.default(() => recoveryConfigSchema.parse({})),
+    clusterWideCap: z.number().int().min(1).optional(),
+    capMode: z.enum(['hard', 'soft']).default('hard'),
+    prefetchBuffer: z.number().int().min(0).default(0),
   })
   .superRefine((config, ctx) => {
+    if (config.prefetchBuffer > 0 && config.capMode !== 'soft') {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['prefetchBuffer'],
+        message: 'needs capMode "soft" (a hard cap counts every claim)',
+      });
+    }
     if (config.defaultQueue !== undefined && !config.queues.some((q) => q.name === config.defaultQueue)) {
       ctx.addIssue({ code: 'custom', path: ['defaultQueue'], message: 'must be one of queues' });
     }
@@ -106,7 +135,10 @@ const appConfigSchema = z
 
 type ParsedAppConfig = z.output<typeof appConfigSchema>;
 
-/** An {@link AppConfig} with defaults applied. `queues` holds the names; `queueConfigs` the settings by name. */
+/**
+ * An {@link AppConfig} with defaults applied. `queues` holds the names, highest priority first (ties keep the
+ * declared order); `queueConfigs` the settings by name.
+ */
 export type ResolvedAppConfig = Omit<ParsedAppConfig, 'queues'> & {
   queues: string[];
   queueConfigs: ReadonlyMap<string, QueueConfig>;
@@ -116,11 +148,14 @@ export type ResolvedAppConfig = Omit<ParsedAppConfig, 'queues'> & {
 /** Validates an app config, applying defaults; throws a ConfigError listing every problem. */
 export function resolveAppConfig(config: AppConfig): ResolvedAppConfig {
   const parsed = parseConfig('app config', appConfigSchema, config);
-  const queues = parsed.queues.map((q) => q.name);
+  const queues = parsed.queues
+    .map((q, index) => ({ name: q.name, priority: q.priority ?? 100, index }))
+    .sort((a, b) => a.priority - b.priority || a.index - b.index)
+    .map((q) => q.name);
   return {
     ...parsed,
     queues,
     queueConfigs: new Map(parsed.queues.map((q) => [q.name, q])),
-    defaultQueue: parsed.defaultQueue ?? (queues[0] as string),
+    defaultQueue: parsed.defaultQueue ?? (parsed.queues[0]?.name as string),
   };
 }

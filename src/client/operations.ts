@@ -7,6 +7,7 @@ import { parseConfig } from '../config.js';
 import { ConfigError } from '../errors.js';
 import type { Database } from '../db/Database.js';
 import { ClockNow, TaskCancel, TaskList, TaskResubmit } from '../db/admin.js';
+import { QueueOverview, QueueSetPaused, ServedTaskNames } from '../db/capacity.js';
 import type { TaskFilterParams } from '../db/admin.js';
 import { TASK_STATUSES } from '../types.js';
 import type { TaskInfo, TaskStatus } from '../types.js';
@@ -145,4 +146,46 @@ export async function resubmitTasks(
     if (rows.length < batchSize) break;
   }
   return { ids };
+}
+
+/** One queue's overview: counts by status, whether it is paused, and how many PENDING tasks no worker serves. */
+export interface QueueInfo {
+  queue: string;
+  paused: boolean;
+  counts: Record<TaskStatus, number>;
+  /** PENDING tasks whose name no live worker serving this queue has registered (they wait, and may expire). */
+  noWorker: number;
+}
+
+/** A worker counts as live while its latest snapshot is younger than this. */
+export const LIVE_WORKER_WINDOW_MS = 30_000;
+
+/** Every queue with tasks or a stored state. */
+export async function listQueues(db: Database): Promise<QueueInfo[]> {
+  const rows = await db.run(QueueOverview, { liveWithinMs: LIVE_WORKER_WINDOW_MS });
+  return rows.map((r) => ({
+    queue: r.queue_name,
+    paused: r.paused,
+    counts: {
+      PENDING: r.pending,
+      CLAIMED: r.claimed,
+      RUNNING: r.running,
+      COMPLETED: r.completed,
+      FAILED: r.failed,
+      CANCELLED: r.cancelled,
+      EXPIRED: r.expired,
+    },
+    noWorker: r.no_worker,
+  }));
+}
+
+/** Pauses (no new claims; running tasks finish) or resumes a queue, cluster-wide. */
+export async function setQueuePaused(db: Database, queue: string, paused: boolean): Promise<void> {
+  await db.run(QueueSetPaused, { queue, paused });
+}
+
+/** The (queue, task name) pairs that some live worker serves, as `queue\u0000name` keys. */
+export async function servedTaskKeys(db: Database): Promise<Set<string>> {
+  const rows = await db.run(ServedTaskNames, { liveWithinMs: LIVE_WORKER_WINDOW_MS });
+  return new Set(rows.map((r) => `${r.queue_name}\u0000${r.task_name}`));
 }

@@ -172,6 +172,8 @@ export interface WorkerSnapshot {
   queueMaxConcurrency: Record<string, number | null>;
   recoveryConfig: unknown;
   workerStartedAt: Date;
+  /** Task names the worker has registered (to tell which PENDING tasks no worker can run). */
+  taskNames: string[];
 }
 
 /** Inserts one worker snapshot. */
@@ -180,8 +182,8 @@ export const WorkerStateInsert = statement<WorkerSnapshot, { id: string }>(
   `INSERT INTO {{schema}}.horsies_worker_states
      (worker_id, hostname, pid, processes, queues, tasks_running, tasks_claimed, memory_usage_mb, cpu_percent,
       memory_percent, max_claim_batch, max_claim_per_worker, cluster_wide_cap, queue_priorities,
-      queue_max_concurrency, recovery_config, worker_started_at)
-   VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)
+      queue_max_concurrency, recovery_config, worker_started_at, task_names)
+   VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)
    RETURNING id`,
   (s) => [
     s.worker.workerId,
@@ -201,5 +203,6 @@ export const WorkerStateInsert = statement<WorkerSnapshot, { id: string }>(
     JSON.stringify(s.queueMaxConcurrency),
     JSON.stringify(s.recoveryConfig),
     s.workerStartedAt,
+    s.taskNames,
   ],
 );

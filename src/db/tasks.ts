@@ -179,7 +179,8 @@ export interface ClaimedTaskRow {
 }
 
 /**
- * PENDING → CLAIMED for up to `limit` tasks of one queue and the given names, in priority then enqueue order.
+ * PENDING → CLAIMED for up to `limit` tasks of one queue (unless it is paused) and the given names, in priority
+ * then enqueue order.
  * `FOR UPDATE SKIP LOCKED` lets any number of workers claim at once without waiting on each other. One queue per
  * statement on purpose: with `queue_name = $1` the planner walks `horsies_tasks_claim_idx` in order and stops
  * after `limit` rows; with `= ANY(...)` it sorts every ready row first (milliseconds under a backlog).
@@ -196,6 +197,7 @@ export const TaskClaim = statement<
        AND task_name = ANY($2::text[])
        AND enqueued_at <= now()
        AND (good_until IS NULL OR good_until > now())
+       AND NOT EXISTS (SELECT 1 FROM {{schema}}.horsies_queue_state q WHERE q.queue_name = $1 AND q.paused)
      ORDER BY priority, enqueued_at
      LIMIT $3
      FOR UPDATE SKIP LOCKED

@@ -20,7 +20,7 @@ import type { TaskContext, TaskDefinition } from '../client/TaskDefinition.js';
 import { toCanonicalJson } from '../client/json.js';
 import type { ErrorCodeMap } from '../client/policy.js';
 import { errorEnvelope, okEnvelope } from '../client/outcome.js';
-import type { Database } from '../db/Database.js';
+import type { Database, Queryable } from '../db/Database.js';
 import { TaskStartMany } from '../db/tasks.js';
 import type { ClaimedTaskRow, TaskFinish, WorkerIdentity } from '../db/tasks.js';
 import { NotSerializableError, TaskError } from '../errors.js';
@@ -88,12 +88,17 @@ export class Executor {
     return [...this.runs.keys()];
   }
 
-  /** Starts claimed tasks (one statement) and launches their handlers. */
-  async startAll(tasks: ClaimedTaskRow[]): Promise<void> {
-    const rows = await this.db.run(TaskStartMany, {
-      workerId: this.options.identity.workerId,
-      tasks: tasks.map((t) => ({ id: t.id, generation: t.claim_generation })),
-    });
+  /** Starts claimed tasks (one statement, on `on` when given) and launches their handlers. */
+  async startAll(tasks: ClaimedTaskRow[], on?: Queryable): Promise<void> {
+    if (tasks.length === 0) return;
+    const rows = await this.db.run(
+      TaskStartMany,
+      {
+        workerId: this.options.identity.workerId,
+        tasks: tasks.map((t) => ({ id: t.id, generation: t.claim_generation })),
+      },
+      on,
+    );
     const byId = new Map(rows.map((r) => [r.id, r]));
     for (const task of tasks) {
       const row = byId.get(task.id);
@@ -160,13 +165,17 @@ export class Executor {
       },
     });
     const timeoutMs = definition.policies.timeoutMs;
-    const timer =
-      timeoutMs === null ? null : setTimeout(() => this.runs.get(task.id)?.stop('timeout'), timeoutMs);
+    let timer: NodeJS.Timeout | null = null;
+    // A blocking task's timeout starts when a thread takes it, not while it waits for one.
+    const startTimer = (): void => {
+      if (timeoutMs !== null) timer = setTimeout(() => this.runs.get(task.id)?.stop('timeout'), timeoutMs);
+    };
     let finish: TaskFinish;
     try {
       const onThread = definition.policies.blocking && this.pool !== null;
+      if (!onThread) startTimer();
       const execution = onThread
-        ? this.executeOnThread(task, attempt)
+        ? this.executeOnThread(task, attempt, startTimer)
         : this.execute(definition, task, attempt, controller.signal);
       const first = await Promise.race([execution, stop]);
       let outcome: Outcome;
@@ -200,20 +209,27 @@ export class Executor {
     this.hooks.onFinished(finish, task);
   }
 
-  private async executeOnThread(task: ClaimedTaskRow, attempt: number): Promise<Outcome> {
+  private async executeOnThread(
+    task: ClaimedTaskRow,
+    attempt: number,
+    onStart: () => void,
+  ): Promise<Outcome> {
     try {
-      const reply = await this.pool!.run({
-        id: task.id,
-        taskName: task.task_name,
-        input: task.kwargs,
-        context: {
-          taskId: task.id,
+      const reply = await this.pool!.run(
+        {
+          id: task.id,
           taskName: task.task_name,
-          queue: task.queue_name,
-          attempt,
-          retryCount: task.retry_count,
+          input: task.kwargs,
+          context: {
+            taskId: task.id,
+            taskName: task.task_name,
+            queue: task.queue_name,
+            attempt,
+            retryCount: task.retry_count,
+          },
         },
-      });
+        onStart,
+      );
       if ('value' in reply) return { value: reply.value };
       return new TaskError(reply.error.code, reply.error.message, reply.error.data);
     } catch (error) {

@@ -2,14 +2,15 @@
  * The claim loop. Claims up to the worker's free capacity in one statement, then sleeps until a notification,
  * a freed slot (when more work may be waiting) or the poll interval, whichever comes first.
  */
-import type { Database } from '../db/Database.js';
+import type { Database, Queryable } from '../db/Database.js';
 import { TaskClaim } from '../db/tasks.js';
 import type { ClaimedTaskRow, WorkerIdentity } from '../db/tasks.js';
+import type { CapGuard } from './CapGuard.js';
 
 /** Settings of a {@link Producer}. */
 export interface ProducerOptions {
+  /** In the order to serve them: highest priority first. */
   queues: string[];
-  taskNames: string[];
   maxClaimBatch: number;
   pollIntervalMs: number;
   leaseMs: number;
@@ -27,6 +28,8 @@ export interface ProducerHooks {
   capacity(): number;
   /** True when the worker holds no task at all. */
   idle(): boolean;
+  /** Task names worth claiming now (registered, and not at their per-worker limit). */
+  claimableTaskNames(): string[];
   /** Claimed tasks, already counted against capacity by the caller of runOnce. */
   onClaimed(tasks: ClaimedTaskRow[]): void;
   onError(error: unknown): void;
@@ -46,6 +49,7 @@ export class Producer {
     private readonly db: Database,
     private readonly options: ProducerOptions,
     private readonly hooks: ProducerHooks,
+    private readonly caps: CapGuard,
   ) {}
 
   /**
@@ -54,17 +58,21 @@ export class Producer {
    */
   async runOnce(): Promise<ClaimedTaskRow[]> {
     const limit = Math.min(this.hooks.capacity(), this.options.maxClaimBatch);
-    if (limit <= 0 || this.options.taskNames.length === 0) return [];
+    const taskNames = this.hooks.claimableTaskNames();
+    if (limit <= 0 || taskNames.length === 0) return [];
     this.moreLikely = false;
     const claimed: ClaimedTaskRow[] = [];
     for (const queue of this.options.queues) {
-      const rows = await this.db.run(TaskClaim, {
-        queue,
-        taskNames: this.options.taskNames,
-        limit: limit - claimed.length,
-        leaseMs: this.options.leaseMs,
-        worker: this.options.identity,
-      });
+      const claim = (on: Queryable | undefined, room: number) =>
+        this.db.run(
+          TaskClaim,
+          { queue, taskNames, limit: room, leaseMs: this.options.leaseMs, worker: this.options.identity },
+          on,
+        );
+      const wanted = limit - claimed.length;
+      const rows = this.caps.applies(queue)
+        ? await this.caps.claimWithin(queue, wanted, claim)
+        : await claim(undefined, wanted);
       if (rows.length === 0) continue;
       // UPDATE ... RETURNING does not keep the claim order; restore it for the executor.
       rows.sort((a, b) => a.priority - b.priority || a.enqueued_at.getTime() - b.enqueued_at.getTime());

@@ -5,7 +5,8 @@
  * its signal, and terminating the thread is the only way to take its core back.
  */
 import { createRequire } from 'node:module';
-import { extname } from 'node:path';
+import { readFileSync } from 'node:fs';
+import { dirname, extname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { Worker as Thread } from 'node:worker_threads';
 import type { JsonValue } from '../types.js';
@@ -42,6 +43,8 @@ interface Job {
   request: ThreadRequest;
   resolve: (reply: ThreadReply) => void;
   reject: (error: Error) => void;
+  /** Called when a ready thread takes the task (its timeout starts then, not while it queues). */
+  onStart?: () => void;
 }
 
 const entry = threadEntry();
@@ -52,16 +55,18 @@ export class ThreadPool {
   private readonly queue: Job[] = [];
   private readonly jobs = new Map<string, Job>();
   private closed = false;
+  /** Threads that failed before they were ready, in a row: respawns back off so a broken module cannot spin. */
+  private startFailures = 0;
 
   constructor(private readonly options: ThreadPoolOptions) {
     for (let i = 0; i < options.size; i += 1) this.slots.push(this.spawn());
   }
 
-  /** Runs one task on the next free thread. */
-  run(request: ThreadRequest): Promise<ThreadReply> {
+  /** Runs one task on the next free thread; `onStart` is called when a ready thread takes it. */
+  run(request: ThreadRequest, onStart?: () => void): Promise<ThreadReply> {
     if (this.closed) return Promise.reject(new Error('thread pool closed'));
     return new Promise((resolve, reject) => {
-      this.queue.push({ request, resolve, reject });
+      this.queue.push({ request, resolve, reject, onStart });
       this.pump();
     });
   }
@@ -106,8 +111,13 @@ export class ThreadPool {
     });
     ready.catch(() => undefined);
     const slot: Slot = { thread, ready, busy: null };
+    let isReady = false;
     thread.on('message', (message: ThreadReply | { ready: true }) => {
-      if ('ready' in message) return markReady();
+      if ('ready' in message) {
+        isReady = true;
+        this.startFailures = 0;
+        return markReady();
+      }
       const job = this.jobs.get(message.id);
       this.jobs.delete(message.id);
       slot.busy = null;
@@ -120,9 +130,15 @@ export class ThreadPool {
         this.jobs.get(slot.busy)?.reject(error);
         this.jobs.delete(slot.busy);
       }
-      const index = this.slots.indexOf(slot);
-      if (index >= 0 && !this.closed) this.slots[index] = this.spawn();
-      this.pump();
+      slot.busy = null;
+      if (!isReady) this.startFailures += 1;
+      const delay = isReady ? 0 : Math.min(30_000, 250 * 2 ** Math.min(this.startFailures - 1, 7));
+      const respawn = setTimeout(() => {
+        const index = this.slots.indexOf(slot);
+        if (index >= 0 && !this.closed) this.slots[index] = this.spawn();
+        this.pump();
+      }, delay);
+      respawn.unref();
     });
     return slot;
   }
@@ -135,7 +151,10 @@ export class ThreadPool {
       slot.busy = job.request.id;
       this.jobs.set(job.request.id, job);
       slot.ready.then(
-        () => slot.thread.postMessage(job.request),
+        () => {
+          job.onStart?.();
+          slot.thread.postMessage(job.request);
+        },
         (error: Error) => job.reject(error),
       );
     }
@@ -148,7 +167,18 @@ function threadEntry(): URL {
   const extension = extname(fileURLToPath(import.meta.url));
   const target = new URL(`./blockingThread${extension}`, import.meta.url);
   if (extension === '.js') return target;
-  const tsx = pathToFileURL(createRequire(import.meta.url).resolve('tsx/esm/api')).href;
+  const tsx = pathToFileURL(tsxEsmApi()).href;
   const code = `const { register } = await import(${JSON.stringify(tsx)}); register(); await import(${JSON.stringify(target.href)});`;
   return new URL(`data:text/javascript,${encodeURIComponent(code)}`);
+}
+
+// The ESM build of tsx's API, read from its package exports: require.resolve would give the CommonJS build,
+// whose register() cannot install the ESM loader.
+function tsxEsmApi(): string {
+  const require = createRequire(import.meta.url);
+  const manifestPath = require.resolve('tsx/package.json');
+  const manifest = JSON.parse(readFileSync(manifestPath, 'utf8')) as {
+    exports: Record<string, { import: { default: string } }>;
+  };
+  return join(dirname(manifestPath), manifest.exports['./esm/api']!.import.default);
 }

@@ -34,6 +34,7 @@ import { resolveWorkerConfig } from './config.js';
 import type { ResolvedWorkerConfig, WorkerConfig } from './config.js';
 import { Executor } from './Executor.js';
 import { Heartbeater } from './Heartbeater.js';
+import { CapGuard } from './CapGuard.js';
 import { Producer } from './Producer.js';
 import { StateReporter } from './StateReporter.js';
 import { ThreadPool } from './ThreadPool.js';
@@ -85,6 +86,8 @@ export class Worker extends EventEmitter<WorkerEvents> {
   private readonly maintainer: Maintainer;
   private readonly reporter: StateReporter;
   private readonly pool: ThreadPool | null;
+  private readonly caps: CapGuard;
+  private dispatchRetry: NodeJS.Timeout | null = null;
   private state: State = 'new';
   private readonly held = new Map<string, Held>();
   /** Claimed tasks waiting for a free slot, in claim order. */
@@ -114,12 +117,22 @@ export class Worker extends EventEmitter<WorkerEvents> {
     const { identity } = this.config;
     const db = app.db;
     const recovery = app.config.recovery;
+    const queueCaps = new Map(
+      [...app.config.queueConfigs.values()].flatMap((q) =>
+        q.maxConcurrency === undefined ? [] : [[q.name, q.maxConcurrency] as const],
+      ),
+    );
+    this.caps = new CapGuard(db, {
+      clusterWideCap: app.config.clusterWideCap ?? null,
+      mode: app.config.capMode,
+      prefetchBuffer: app.config.prefetchBuffer,
+      queueCaps,
+    });
     this.logger = app.logger.child({ workerId: identity.workerId });
     this.producer = new Producer(
       db,
       {
         queues: this.config.queues,
-        taskNames: [...app.tasks.keys()],
         maxClaimBatch: this.config.maxClaimBatch,
         pollIntervalMs: this.config.pollIntervalMs,
         leaseMs: this.config.claimLeaseMs,
@@ -127,11 +140,13 @@ export class Worker extends EventEmitter<WorkerEvents> {
         refillThreshold: Math.max(1, Math.floor(this.config.maxClaimBatch / 2)),
       },
       {
-        capacity: () => (this.state === 'running' ? this.limit - this.held.size : 0),
+        capacity: () => (this.state === 'running' ? this.config.maxClaimPerWorker - this.held.size : 0),
         idle: () => this.held.size === 0,
         onClaimed: (tasks) => this.onClaimed(tasks),
         onError: (error) => this.fail('claim failed', error),
+        claimableTaskNames: () => this.claimableTaskNames(),
       },
+      this.caps,
     );
     this.executor = new Executor(
       db,
@@ -178,7 +193,11 @@ export class Worker extends EventEmitter<WorkerEvents> {
     this.listener = new Listener(db.connectionConfig);
     this.listener.on('notification', (channel, payload) => {
       if (channel === channels.taskCancel(db.schema)) this.cancel(payload.split(','));
-      else this.producer.wake();
+      else {
+        // task_done (heard only when caps are set): room may have opened under a cap.
+        if (channel === channels.taskDone(db.schema)) this.dispatch();
+        this.producer.wake();
+      }
     });
     this.listener.on('reconnect', () => {
       this.logger.info('LISTEN connection back');
@@ -243,9 +262,11 @@ export class Worker extends EventEmitter<WorkerEvents> {
     this.state = 'running';
     this.startedAt = new Date();
     const schema = this.app.db.schema;
+    const capped = this.config.queues.some((q) => this.caps.applies(q));
     await Promise.all([
       ...this.config.queues.map((q) => this.listener.listen(channels.taskQueue(schema, q))),
       this.listener.listen(channels.taskCancel(schema)),
+      ...(capped ? [this.listener.listen(channels.taskDone(schema))] : []),
     ]);
     this.producer.start();
     this.heartbeater.start();
@@ -275,14 +296,11 @@ export class Worker extends EventEmitter<WorkerEvents> {
     return this.heartbeater.runOnce(role);
   }
 
-  private get limit(): number {
-    return this.config.concurrency + this.config.prefetch;
-  }
-
   private async shutdown(): Promise<void> {
     const wasRunning = this.state === 'running';
     this.state = 'stopping';
     if (this.cancelPoll) clearInterval(this.cancelPoll);
+    if (this.dispatchRetry) clearTimeout(this.dispatchRetry);
     for (const timer of this.retryTimers) clearTimeout(timer);
     this.reporter.stop();
     if (wasRunning) {
@@ -326,16 +344,33 @@ export class Worker extends EventEmitter<WorkerEvents> {
     this.dispatch();
   }
 
-  /** Starts waiting tasks while handler slots are free, in one statement per batch. */
+  /**
+   * Starts waiting tasks while handler slots are free (and per-task limits allow), in one statement per batch.
+   * In soft cap mode the start of a capped queue's tasks is gated under the cap's lock; what finds no room waits
+   * for a freed slot, a finished task elsewhere (task_done) or the next poll.
+   */
   private dispatch(): void {
     if (this.state !== 'running') return;
     const free = this.config.concurrency - this.executor.running - this.starting;
     if (free <= 0 || this.waiting.length === 0) return;
-    const batch = this.waiting.splice(0, free);
+    const active = this.countByName(['starting', 'running']);
+    const batch: ClaimedTaskRow[] = [];
+    const rest: ClaimedTaskRow[] = [];
+    for (const task of this.waiting) {
+      const limit = this.app.tasks.get(task.task_name)?.policies.maxConcurrentPerWorker ?? null;
+      const n = active.get(task.task_name) ?? 0;
+      if (batch.length >= free || (limit !== null && n >= limit)) {
+        rest.push(task);
+        continue;
+      }
+      active.set(task.task_name, n + 1);
+      batch.push(task);
+    }
+    if (batch.length === 0) return;
+    this.waiting = rest;
     for (const task of batch) this.setPhase(task.id, 'starting');
     this.starting += batch.length;
-    const start = this.executor
-      .startAll(batch)
+    const start = this.startBatch(batch)
       .catch((error: unknown) => {
         // The start statement failed: these tasks stay CLAIMED until the reaper hands them back to PENDING.
         this.fail('starting claimed tasks failed', error);
@@ -347,6 +382,50 @@ export class Worker extends EventEmitter<WorkerEvents> {
       });
     this.starts.add(start);
     void start.finally(() => this.starts.delete(start));
+  }
+
+  private async startBatch(batch: ClaimedTaskRow[]): Promise<void> {
+    const gated = batch.filter((t) => this.caps.gatesStart(t.queue_name));
+    await this.executor.startAll(batch.filter((t) => !this.caps.gatesStart(t.queue_name)));
+    for (const queue of new Set(gated.map((t) => t.queue_name))) {
+      const group = gated.filter((t) => t.queue_name === queue);
+      const deferred = await this.caps.startWithin(queue, group.length, async (on, room) => {
+        await this.executor.startAll(group.slice(0, room), on);
+        return group.slice(room);
+      });
+      if (deferred.length === 0) continue;
+      for (const task of deferred) this.setPhase(task.id, 'claimed');
+      this.waiting.unshift(...deferred);
+      this.retryDispatchLater();
+    }
+  }
+
+  private retryDispatchLater(): void {
+    if (this.dispatchRetry) return;
+    this.dispatchRetry = setTimeout(() => {
+      this.dispatchRetry = null;
+      this.dispatch();
+    }, this.config.pollIntervalMs);
+  }
+
+  private countByName(phases: Phase[]): Map<string, number> {
+    const counts = new Map<string, number>();
+    for (const held of this.held.values()) {
+      if (phases.includes(held.phase))
+        counts.set(held.row.task_name, (counts.get(held.row.task_name) ?? 0) + 1);
+    }
+    return counts;
+  }
+
+  private claimableTaskNames(): string[] {
+    const held = this.countByName(['claimed', 'starting', 'running']);
+    return [...this.app.tasks.values()]
+      .filter(
+        (t) =>
+          t.policies.maxConcurrentPerWorker === null ||
+          (held.get(t.name) ?? 0) < t.policies.maxConcurrentPerWorker,
+      )
+      .map((t) => t.name);
   }
 
   private async releaseWaiting(): Promise<void> {
@@ -448,12 +527,23 @@ export class Worker extends EventEmitter<WorkerEvents> {
       tasksRunning: held.filter((h) => h.phase === 'running' || h.phase === 'finishing').length,
       tasksClaimed: held.filter((h) => h.phase === 'claimed' || h.phase === 'starting').length,
       maxClaimBatch: this.config.maxClaimBatch,
-      maxClaimPerWorker: this.limit,
-      clusterWideCap: null,
-      queuePriorities: Object.fromEntries(this.config.queues.map((q, i) => [q, i + 1])),
-      queueMaxConcurrency: Object.fromEntries(this.config.queues.map((q) => [q, null])),
-      recoveryConfig: this.app.config.recovery,
+      maxClaimPerWorker: this.config.maxClaimPerWorker,
+      clusterWideCap: this.app.config.clusterWideCap ?? null,
+      queuePriorities: Object.fromEntries(
+        this.config.queues.map((q) => [q, this.app.config.queueConfigs.get(q)?.priority ?? 100]),
+      ),
+      queueMaxConcurrency: Object.fromEntries(
+        this.config.queues.map((q) => [q, this.app.config.queueConfigs.get(q)?.maxConcurrency ?? null]),
+      ),
+      recoveryConfig: {
+        ...this.app.config.recovery,
+        capMode: this.app.config.capMode,
+        prefetchBuffer: this.app.config.prefetchBuffer,
+        prefetch: this.config.prefetch,
+        concurrency: this.config.concurrency,
+      },
       workerStartedAt: this.startedAt,
+      taskNames: [...this.app.tasks.keys()],
     };
   }
 

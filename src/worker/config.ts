@@ -19,6 +19,8 @@ export interface WorkerConfig {
   prefetch?: number;
   /** Most tasks claimed in one statement. Default: `concurrency + prefetch`. */
   maxClaimBatch?: number;
+  /** Most tasks this worker holds at once, claimed or running. Default: `concurrency + prefetch`. */
+  maxClaimPerWorker?: number;
   /** Claim pass without a notification, at least this often. Default 2,000 ms. */
   pollIntervalMs?: number;
   /** Claim lease: how long a claim is protected before heartbeats renew it. Default 60,000 ms. */
@@ -56,6 +58,7 @@ const workerConfigSchema = z.strictObject({
   concurrency: z.number().int().min(1).max(10_000).default(10),
   prefetch: z.number().int().min(0).max(100_000).default(0),
   maxClaimBatch: z.number().int().min(1).max(10_000).optional(),
+  maxClaimPerWorker: z.number().int().min(1).max(100_000).optional(),
   pollIntervalMs: z.number().int().min(10).default(2000),
   claimLeaseMs: z.number().int().min(1000).default(60_000),
   maxClaimAgeMs: z.number().int().min(1000).default(600_000),
@@ -111,7 +114,9 @@ export function resolveWorkerConfig(
   const processName = basename(process.argv[1] ?? process.title);
   return {
     ...parsed,
-    queues: parsed.queues ?? [...appQueues],
+    // Served in the app's queue order: highest priority first.
+    queues: appQueues.filter((q) => (parsed.queues ?? appQueues).includes(q)),
+    maxClaimPerWorker: parsed.maxClaimPerWorker ?? parsed.concurrency + parsed.prefetch,
     maxClaimBatch: parsed.maxClaimBatch ?? parsed.concurrency + parsed.prefetch,
     blockingThreads: parsed.blockingThreads ?? Math.min(parsed.concurrency, availableParallelism()),
     appModule: parsed.appModule === undefined ? null : String(parsed.appModule),

@@ -40,6 +40,7 @@ describe('horsies migrate', () => {
     expect(tables.map((r) => r.table_name)).toEqual([
       'horsies_heartbeats',
       'horsies_leaders',
+      'horsies_queue_state',
       'horsies_schedule_state',
       'horsies_schema_migrations',
       'horsies_task_attempts',

@@ -106,6 +106,7 @@ describe('schema after a fresh migrate', () => {
         'queue_max_concurrency',
         'recovery_config',
         'worker_started_at',
+        'task_names',
       ].sort(),
     );
     expect(Object.keys(await columns('horsies_schedule_state')).sort()).toEqual(

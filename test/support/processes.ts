@@ -36,7 +36,7 @@ export function startWorkerProcess(
         DATABASE_URL: env.databaseUrl,
         HORSIES_SCHEMA: env.schema,
         HORSIES_LOG_LEVEL: 'info',
-        HORSIES_TEST_RECOVERY: env.recovery ? JSON.stringify(env.recovery) : '',
+        ...(env.recovery ? { HORSIES_TEST_RECOVERY: JSON.stringify(env.recovery) } : {}),
       },
       stdio: ['ignore', 'pipe', 'pipe'],
     },
