@@ -21,14 +21,14 @@ afterAll(() => {
   for (const child of running) child.kill('SIGKILL');
 });
 
-/** Starts `horsies worker test/fixtures/app.ts` with the given extra arguments. */
+/** Starts `horsies worker <module>` (default `test/fixtures/app.ts`) with the given extra arguments. */
 export function startWorkerProcess(
-  env: { databaseUrl: string; schema: string; recovery?: object },
+  env: { databaseUrl: string; schema: string; recovery?: object; appConfig?: object; module?: string },
   args: string[] = [],
 ): WorkerProcess {
   const child = spawn(
     process.execPath,
-    ['--import', 'tsx', 'src/cli/main.ts', 'worker', 'test/fixtures/app.ts', ...args],
+    ['--import', 'tsx', 'src/cli/main.ts', 'worker', env.module ?? 'test/fixtures/app.ts', ...args],
     {
       cwd: ROOT,
       env: {
@@ -37,6 +37,7 @@ export function startWorkerProcess(
         HORSIES_SCHEMA: env.schema,
         HORSIES_LOG_LEVEL: 'info',
         ...(env.recovery ? { HORSIES_TEST_RECOVERY: JSON.stringify(env.recovery) } : {}),
+        ...(env.appConfig ? { HORSIES_TEST_APP: JSON.stringify(env.appConfig) } : {}),
       },
       stdio: ['ignore', 'pipe', 'pipe'],
     },
