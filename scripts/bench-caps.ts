@@ -1,0 +1,121 @@
+/**
+ * Claim throughput with no caps against a cluster-wide cap and per-queue limits, in one run on one database.
+ * `npm run bench:caps` (uses DATABASE_URL, or starts an embedded PostgreSQL). Prints tasks/s per setting
+ * (median and min–max over interleaved rounds) and each capped setting's ratio to the uncapped one.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pino } from 'pino';
+import { z } from 'zod';
+import { createApp, startEmbeddedServer } from '../src/index.js';
+import type { AppConfig } from '../src/index.js';
+
+const TASKS = Number(process.env.TASKS ?? 6_000);
+const ROUNDS = Number(process.env.ROUNDS ?? 3);
+const WORKERS = 2;
+const CONCURRENCY = 8;
+
+const settings: Record<string, Partial<AppConfig>> = {
+  'no caps': {},
+  'cluster cap 12': { clusterWideCap: 12 },
+  'queue limits 6+6': {
+    queues: [
+      { name: 'a', maxConcurrency: 6 },
+      { name: 'b', maxConcurrency: 6 },
+    ],
+  },
+  'cluster cap 12 + queue limits 6+6': {
+    clusterWideCap: 12,
+    queues: [
+      { name: 'a', maxConcurrency: 6 },
+      { name: 'b', maxConcurrency: 6 },
+    ],
+  },
+};
+
+async function round(databaseUrl: string, name: string, extra: Partial<AppConfig>): Promise<number> {
+  const config: AppConfig = {
+    databaseUrl,
+    schema: 'bench_caps',
+    queues: ['a', 'b'],
+    logger: pino({ level: 'warn' }),
+    ...extra,
+  };
+  const producer = createApp(config);
+  await producer.db.pool.query('DROP SCHEMA IF EXISTS bench_caps CASCADE');
+  await producer.migrate();
+  const noop = producer.task({ name: 'noop', input: z.object({ i: z.number() }), handler: () => null });
+  for (const queue of ['a', 'b']) {
+    await noop.sendMany(Array.from({ length: TASKS / 2 }, (_, i) => ({ input: { i }, queue })));
+  }
+  const apps = Array.from({ length: WORKERS }, () => createApp(config));
+  const workers = apps.map((app) => {
+    app.task({ name: 'noop', input: z.object({ i: z.number() }), handler: () => null });
+    return app.worker({ concurrency: CONCURRENCY, snapshotIntervalMs: 0, maintenance: false });
+  });
+  let done = 0;
+  const finished = new Promise<void>((resolve) => {
+    for (const w of workers) {
+      w.on('task:finished', (rows) => {
+        done += rows.length;
+        if (done >= TASKS) resolve();
+      });
+    }
+  });
+  const started = performance.now();
+  await Promise.all(workers.map((w) => w.start()));
+  await finished;
+  const rate = TASKS / ((performance.now() - started) / 1000);
+  await Promise.all(workers.map((w) => w.stop()));
+  await Promise.all([...apps, producer].map((a) => a.close()));
+  process.stdout.write(`  ${name}: ${Math.round(rate)} tasks/s\n`);
+  return rate;
+}
+
+function median(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.floor(sorted.length / 2)] ?? 0;
+}
+
+async function main(): Promise<void> {
+  let dataDir: string | null = null;
+  let server: Awaited<ReturnType<typeof startEmbeddedServer>> | null = null;
+  let url = process.env.DATABASE_URL;
+  if (!url) {
+    dataDir = mkdtempSync(join(tmpdir(), 'horsies-bench-caps-'));
+    server = await startEmbeddedServer({ dataDir, persistent: false });
+    url = server.url;
+  }
+  try {
+    const samples = new Map<string, number[]>(Object.keys(settings).map((k) => [k, []]));
+    for (let r = 1; r <= ROUNDS; r += 1) {
+      console.log(
+        `round ${r}/${ROUNDS} (${TASKS} no-op tasks over 2 queues, ${WORKERS} workers x ${CONCURRENCY})`,
+      );
+      for (const [name, extra] of Object.entries(settings))
+        samples.get(name)!.push(await round(url, name, extra));
+    }
+    const base = median(samples.get('no caps')!);
+    console.log('\nsetting                              tasks/s (median, min–max)   vs no caps');
+    for (const [name, values] of samples) {
+      const m = median(values);
+      const range = `${Math.round(Math.min(...values))}–${Math.round(Math.max(...values))}`;
+      console.log(
+        `${name.padEnd(36)} ${String(Math.round(m)).padStart(7)} (${range})`.padEnd(64) +
+          `${(m / base).toFixed(2)}x`,
+      );
+    }
+  } finally {
+    await server?.stop();
+    if (dataDir) rmSync(dataDir, { recursive: true, force: true });
+  }
+}
+
+main().then(
+  () => process.exit(0),
+  (error: unknown) => {
+    console.error(error);
+    process.exit(1);
+  },
+);
