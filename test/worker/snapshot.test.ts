@@ -90,7 +90,12 @@ describe('recovery settings', () => {
     } catch (error) {
       expect(error).toBeInstanceOf(ConfigError);
       const fields = (error as ConfigError).problems.map((p) => p.field).sort();
-      expect(fields).toEqual(['recovery.checkIntervalMs', 'recovery.heartbeatRetentionHours']);
+      expect(fields).toEqual([
+        'recovery.checkIntervalMs',
+        'recovery.claimedStaleThresholdMs',
+        'recovery.heartbeatRetentionHours',
+        'recovery.runningStaleThresholdMs',
+      ]);
     }
   });
 
