@@ -70,7 +70,7 @@ program
   .argument('<module>', 'file that exports the app (default export, or a named export "app")')
   .option('--export <name>', 'name of the export that holds the app')
   .option('--queues <list>', 'comma-separated queues to serve (default: all of the app)', list)
-  .option('--concurrency <n>', 'tasks held at once', positiveInt)
+  .option('--concurrency <n>', 'handlers running at once', positiveInt)
   .option('--max-claim-batch <n>', 'most tasks claimed in one statement', positiveInt)
   .option('--poll-interval <ms>', 'claim pass at least this often', positiveInt)
   .option('--prefetch <n>', 'claimed tasks held ready beyond the concurrency', nonNegativeInt)
@@ -129,6 +129,12 @@ program
 
 addTaskCommands(program);
 addQueueCommands(program);
+
+// A reader that goes away early (`horsies tasks list | head`) is not an error.
+process.stdout.on('error', (error: NodeJS.ErrnoException) => {
+  if (error.code === 'EPIPE') process.exit(0);
+  throw error;
+});
 
 program.parseAsync(process.argv).catch((error: unknown) => {
   const logger = pino({ name: 'horsies' });

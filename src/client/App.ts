@@ -107,10 +107,20 @@ export class App implements HandleHost {
     }
     const queue = parsed.queue ?? this.config.defaultQueue;
     if (!this.config.queues.includes(queue)) throw new UnknownQueueError(queue, this.config.queues);
+    const retry = resolveRetryPolicy(parsed.retry, this.config.retry);
+    if (retry.maxRetries > 0 && retry.retryOn.length === 0) {
+      throw new ConfigError(`task definition "${parsed.name}"`, [
+        {
+          field: 'retry.retryOn',
+          value: retry.retryOn,
+          message: 'must list the error codes that retry when maxRetries > 0 (other codes fail at once)',
+        },
+      ]);
+    }
     const policies: ResolvedTaskPolicies = {
       queue,
       priority: parsed.priority,
-      retry: resolveRetryPolicy(parsed.retry, this.config.retry),
+      retry,
       timeoutMs: parsed.timeoutMs ?? this.config.timeoutMs ?? null,
       errorCodes: parsed.errorCodes ?? [],
       defaultErrorCode: parsed.defaultErrorCode,

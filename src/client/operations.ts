@@ -3,7 +3,7 @@
  * the app's methods and the CLI.
  */
 import { z } from 'zod';
-import { parseConfig } from '../config.js';
+import { QUEUE_NAME_PATTERN, parseConfig } from '../config.js';
 import { ConfigError } from '../errors.js';
 import type { Database } from '../db/Database.js';
 import { ClockNow, TaskCancel, TaskList, TaskResubmit } from '../db/admin.js';
@@ -181,6 +181,9 @@ export async function listQueues(db: Database): Promise<QueueInfo[]> {
 
 /** Pauses (no new claims; running tasks finish) or resumes a queue, cluster-wide. */
 export async function setQueuePaused(db: Database, queue: string, paused: boolean): Promise<void> {
+  if (typeof queue !== 'string' || !QUEUE_NAME_PATTERN.test(queue)) {
+    throw new ConfigError('queue', [{ field: 'queue', value: queue, message: 'is not a valid queue name' }]);
+  }
   await db.run(QueueSetPaused, { queue, paused });
 }
 

@@ -70,29 +70,19 @@ export function errorCodeSchema(userCode: boolean) {
   });
 }
 
-const retryPolicySchema = z
-  .strictObject({
-    maxRetries: z.number().int().min(0).max(1000).optional(),
-    retryOn: z.array(errorCodeSchema(false)).optional(),
-    backoff: z
-      .union([
-        z.enum(['constant', 'linear', 'exponential', 'exponential_jitter']),
-        z.array(z.number().int().min(0)).min(1, 'must list at least one interval'),
-      ])
-      .optional(),
-    baseDelayMs: z.number().int().min(0).optional(),
-    maxDelayMs: z.number().int().min(0).optional(),
-    jitter: z.number().min(0).max(1).optional(),
-  })
-  .superRefine((p, ctx) => {
-    if ((p.maxRetries ?? 0) > 0 && (p.retryOn ?? []).length === 0) {
-      ctx.addIssue({
-        code: 'custom',
-        path: ['retryOn'],
-        message: 'must list the error codes that retry when maxRetries > 0 (other codes fail at once)',
-      });
-    }
-  });
+const retryPolicySchema = z.strictObject({
+  maxRetries: z.number().int().min(0).max(1000).optional(),
+  retryOn: z.array(errorCodeSchema(false)).optional(),
+  backoff: z
+    .union([
+      z.enum(['constant', 'linear', 'exponential', 'exponential_jitter']),
+      z.array(z.number().int().min(0)).min(1, 'must list at least one interval'),
+    ])
+    .optional(),
+  baseDelayMs: z.number().int().min(0).optional(),
+  maxDelayMs: z.number().int().min(0).optional(),
+  jitter: z.number().min(0).max(1).optional(),
+});
 
 const errorCodeMapSchema = z.array(
   z.tuple([

@@ -2,7 +2,8 @@
  * A dedicated connection that LISTENs on a set of channels and reconnects with backoff when it drops. After a
  * reconnect it emits `reconnect`, because notifications sent while it was away are lost: consumers re-read.
  *
- * Channels are namespaced by schema: `<schema>:task_new`, `<schema>:task_queue_<queue>`, `<schema>:task_done`.
+ * Channels are namespaced by schema: `<schema>:task_new`, `<schema>:task_queue_<queue>`, `<schema>:task_done`,
+ * `<schema>:task_cancel`.
  */
 import { EventEmitter } from 'node:events';
 import pg from 'pg';

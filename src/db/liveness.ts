@@ -46,7 +46,7 @@ export const HeartbeatInsertMany = statement<
   ],
 );
 
-/** CLAIMED → PENDING for tasks this worker claimed but will not start (shutdown, old claims). No attempt. */
+/** CLAIMED → PENDING for tasks this worker claimed but will not start (at shutdown). No attempt. */
 export const TaskReleaseClaimed = statement<{ workerId: string; tasks: OwnedTask[] }, { id: string }>(
   'TaskReleaseClaimed',
   `WITH input AS (

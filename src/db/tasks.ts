@@ -235,15 +235,20 @@ export interface OwnedTask {
   generation: number;
 }
 
+/** A row of {@link TaskStartMany}'s result. */
+export interface TaskStartRow {
+  id: string;
+  status: 'RUNNING' | 'EXPIRED';
+  attempt: number;
+  started_at: Date | null;
+}
+
 /**
  * CLAIMED → RUNNING for tasks this worker still owns, counting a new attempt; or CLAIMED → EXPIRED
  * (`TASK_EXPIRED`, no attempt row) for those whose `good_until` passed while they were claimed. Tasks missing
  * from the result were reclaimed or cancelled meanwhile and must not run.
  */
-export const TaskStartMany = statement<
-  { workerId: string; tasks: OwnedTask[] },
-  { id: string; status: 'RUNNING' | 'EXPIRED'; attempt: number; started_at: Date | null }
->(
+export const TaskStartMany = statement<{ workerId: string; tasks: OwnedTask[] }, TaskStartRow>(
   'TaskStartMany',
   `WITH input AS (
      SELECT * FROM unnest($2::text[], $3::int[]) AS i(id, generation)

@@ -1,5 +1,5 @@
 /**
- * Runs the maintenance services (expiry, retention, and later the reaper) every `checkIntervalMs`. Each service
+ * Runs the maintenance services (reaper, expiry, retention) every `checkIntervalMs`. Each service
  * is a class with `runOnce()`, which the loop calls and tests call directly. Every service's statements are safe
  * to run from several workers at once (SKIP LOCKED batches, idempotent deletes).
  */

@@ -39,7 +39,7 @@ export const recoveryConfigSchema = z
     autoFailStaleRunning: z.boolean().default(true),
     runningStaleThresholdMs: z.number().int().min(1).default(300_000),
     runnerHeartbeatIntervalMs: z.number().int().min(1).default(30_000),
-    checkIntervalMs: z.number().int().min(1).default(30_000),
+    checkIntervalMs: z.number().int().min(30).default(30_000),
     heartbeatRetentionHours: hours.default(24),
     workerStateRetentionHours: hours.default(168),
     terminalRecordRetentionHours: hours.default(720),

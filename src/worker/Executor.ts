@@ -22,7 +22,7 @@ import type { ErrorCodeMap } from '../client/policy.js';
 import { errorEnvelope, okEnvelope } from '../client/outcome.js';
 import type { Database, Queryable } from '../db/Database.js';
 import { TaskStartMany } from '../db/tasks.js';
-import type { ClaimedTaskRow, TaskFinish, WorkerIdentity } from '../db/tasks.js';
+import type { ClaimedTaskRow, TaskFinish, TaskStartRow, WorkerIdentity } from '../db/tasks.js';
 import { NotSerializableError, TaskError } from '../errors.js';
 import { retryDelayMs } from './backoff.js';
 import type { RandomSource } from './backoff.js';
@@ -88,10 +88,19 @@ export class Executor {
     return [...this.runs.keys()];
   }
 
-  /** Starts claimed tasks (one statement, on `on` when given) and launches their handlers. */
-  async startAll(tasks: ClaimedTaskRow[], on?: Queryable): Promise<void> {
-    if (tasks.length === 0) return;
-    const rows = await this.db.run(
+  /** Starts claimed tasks (one statement) and launches their handlers. */
+  async startAll(tasks: ClaimedTaskRow[]): Promise<void> {
+    this.launch(tasks, await this.markStarted(tasks));
+  }
+
+  /**
+   * CLAIMED → RUNNING (or EXPIRED) for tasks this worker still owns, in one statement on `on` when given. Call
+   * {@link launch} with the rows once that statement is committed: a handler must not finish before its start
+   * is visible, or its finish would find the task still CLAIMED.
+   */
+  async markStarted(tasks: ClaimedTaskRow[], on?: Queryable): Promise<TaskStartRow[]> {
+    if (tasks.length === 0) return [];
+    return this.db.run(
       TaskStartMany,
       {
         workerId: this.options.identity.workerId,
@@ -99,6 +108,10 @@ export class Executor {
       },
       on,
     );
+  }
+
+  /** Launches the handlers of started tasks; tasks missing from `rows` were lost, EXPIRED ones expired. */
+  launch(tasks: ClaimedTaskRow[], rows: TaskStartRow[]): void {
     const byId = new Map(rows.map((r) => [r.id, r]));
     for (const task of tasks) {
       const row = byId.get(task.id);

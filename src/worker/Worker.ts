@@ -320,7 +320,13 @@ export class Worker extends EventEmitter<WorkerEvents> {
         this.executor.stopAll('release');
         await this.executor.idle();
       }
-      await this.completer.drain();
+      // Bounded: with the database down, unwritten outcomes stay RUNNING rows that the reaper recovers.
+      if (!(await settlesWithin(this.completer.drain(), this.config.drainTimeoutMs))) {
+        this.logger.warn(
+          { pending: this.completer.pending },
+          'could not write every outcome before the drain timeout',
+        );
+      }
     }
     this.completer.stop();
     await this.heartbeater.stop();
@@ -389,10 +395,16 @@ export class Worker extends EventEmitter<WorkerEvents> {
     await this.executor.startAll(batch.filter((t) => !this.caps.gatesStart(t.queue_name)));
     for (const queue of new Set(gated.map((t) => t.queue_name))) {
       const group = gated.filter((t) => t.queue_name === queue);
-      const deferred = await this.caps.startWithin(queue, group.length, async (on, room) => {
-        await this.executor.startAll(group.slice(0, room), on);
-        return group.slice(room);
-      });
+      const { started, rows, deferred } = await this.caps.startWithin(
+        queue,
+        group.length,
+        async (on, room) => {
+          const started = group.slice(0, room);
+          return { started, rows: await this.executor.markStarted(started, on), deferred: group.slice(room) };
+        },
+      );
+      // Launched after the start committed (startWithin's transaction), never inside it.
+      this.executor.launch(started, rows);
       if (deferred.length === 0) continue;
       for (const task of deferred) this.setPhase(task.id, 'claimed');
       this.waiting.unshift(...deferred);

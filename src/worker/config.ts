@@ -9,7 +9,7 @@ import type { WorkerIdentity } from '../db/tasks.js';
 export interface WorkerConfig {
   /** Queues to claim from. Default: every queue of the app. */
   queues?: string[];
-  /** Most tasks this worker holds at once (claimed or running). Default 10. */
+  /** Most handlers running at once (with `prefetch` 0, also the most tasks held). Default 10. */
   concurrency?: number;
   /**
    * Claimed tasks held ready beyond `concurrency`, so a freed slot starts the next task without a claim round

@@ -151,6 +151,15 @@ describe('retries', () => {
     const define = (extra: object) => () =>
       app.task({ name: `failures.bad.${Math.random()}`, input: z.object({}), handler: () => null, ...extra });
     expect(define({ retry: { maxRetries: 2 } })).toThrow(ConfigError);
+    // retryOn may come from the app's default policy.
+    const withDefaults = t.app({ retry: { retryOn: ['FLAKY'], baseDelayMs: 10 } });
+    const inherits = withDefaults.task({
+      name: 'failures.inherits',
+      input: z.object({}),
+      retry: { maxRetries: 2 },
+      handler: () => null,
+    });
+    expect(inherits.policies.retry).toMatchObject({ maxRetries: 2, retryOn: ['FLAKY'], baseDelayMs: 10 });
     expect(define({ retry: { maxRetries: 2 } })).toThrow(/retryOn/);
     expect(define({ retry: { maxRetries: 1, retryOn: ['not-a-code'] } })).toThrow(/UPPER_SNAKE/);
     expect(define({ errorCodes: [[Error, 'TASK_TIMEOUT']] })).toThrow(/reserved/);
@@ -302,13 +311,13 @@ describe('cancelling a running task', () => {
     const handle = await long.send({});
     await waitForEvent(worker, 'task:started', (id) => id === handle.id);
     // Set the request without the trigger's notification (as if it were lost).
-    await t.query('ALTER TABLE {{schema}}.horsies_tasks DISABLE TRIGGER horsies_tasks_notify_update');
+    await t.query('ALTER TABLE {{schema}}.horsies_tasks DISABLE TRIGGER horsies_tasks_notify_change');
     try {
       await t.query('UPDATE {{schema}}.horsies_tasks SET cancel_requested_at = now() WHERE id = $1', [
         handle.id,
       ]);
     } finally {
-      await t.query('ALTER TABLE {{schema}}.horsies_tasks ENABLE TRIGGER horsies_tasks_notify_update');
+      await t.query('ALTER TABLE {{schema}}.horsies_tasks ENABLE TRIGGER horsies_tasks_notify_change');
     }
     const result = await handle.result({ timeoutMs: 5_000 });
     expect(result.ok ? null : result.error.code).toBe('TASK_CANCELLED');

@@ -1,5 +1,4 @@
--- Capacity: paused queues, the task names each worker serves (to spot tasks no worker can run), and the
--- in-flight index that cap checks count through.
+-- Capacity: paused queues, and the task names each worker serves (to spot tasks no worker can run).
 
 CREATE TABLE {{schema}}.horsies_queue_state (
   queue_name varchar(100) PRIMARY KEY,
@@ -10,7 +9,3 @@ CREATE TABLE {{schema}}.horsies_queue_state (
 );
 
 ALTER TABLE {{schema}}.horsies_worker_states ADD COLUMN task_names varchar(255)[];
-
-CREATE INDEX horsies_tasks_queue_in_flight_idx
-  ON {{schema}}.horsies_tasks (queue_name)
-  WHERE status IN ('CLAIMED', 'RUNNING');
