@@ -22,7 +22,7 @@ export const HeartbeatInsertMany = statement<
      SELECT * FROM unnest($1::text[], $2::int[]) AS i(id, generation)
    ), owned AS (
      SELECT t.id, t.claimed_at FROM {{schema}}.horsies_tasks t JOIN input i ON i.id = t.id
-     WHERE t.claimed_by_worker_id = $3 AND t.claim_generation = i.generation
+     WHERE t.id = ANY($1::text[]) AND t.claimed_by_worker_id = $3 AND t.claim_generation = i.generation
        AND t.status = CASE WHEN $4::text = 'claimer' THEN 'CLAIMED' ELSE 'RUNNING' END
    ), renewed AS (
      UPDATE {{schema}}.horsies_tasks t

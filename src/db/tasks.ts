@@ -255,7 +255,10 @@ export const TaskStartMany = statement<{ workerId: string; tasks: OwnedTask[] },
    ), target AS (
      SELECT t.id, (t.good_until IS NOT NULL AND t.good_until <= now()) AS expired
      FROM {{schema}}.horsies_tasks t JOIN input i ON i.id = t.id
-     WHERE t.status = 'CLAIMED' AND t.claimed_by_worker_id = $1 AND t.claim_generation = i.generation
+     -- id = ANY(...) lets the planner look the rows up by primary key instead of walking every in-flight row
+     -- of the worker (which grows with prefetch) for each input row.
+     WHERE t.id = ANY($2::text[])
+       AND t.status = 'CLAIMED' AND t.claimed_by_worker_id = $1 AND t.claim_generation = i.generation
      FOR UPDATE OF t
    )
    UPDATE {{schema}}.horsies_tasks t
@@ -330,7 +333,8 @@ export const TaskFinishMany = statement<{ tasks: TaskFinish[] }, TaskFinishRow>(
               ELSE 'RETRY'
             END AS final
      FROM {{schema}}.horsies_tasks t JOIN input i ON i.id = t.id
-     WHERE t.status = 'RUNNING' AND t.claimed_by_worker_id = i.worker_id AND t.claim_generation = i.generation
+     WHERE t.id = ANY($1::text[])
+       AND t.status = 'RUNNING' AND t.claimed_by_worker_id = i.worker_id AND t.claim_generation = i.generation
      FOR UPDATE OF t
    ), finished AS (
      UPDATE {{schema}}.horsies_tasks t

@@ -88,6 +88,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
   private readonly pool: ThreadPool | null;
   private readonly caps: CapGuard;
   private dispatchRetry: NodeJS.Timeout | null = null;
+  private dispatchScheduled = false;
   private state: State = 'new';
   private readonly held = new Map<string, Held>();
   /** Claimed tasks waiting for a free slot, in claim order. */
@@ -166,7 +167,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
           this.setPhase(finish.id, 'finishing');
           this.emit('task:ran', finish.id, finish.status);
           this.completer.add(finish);
-          this.dispatch();
+          this.scheduleDispatch();
         },
       },
       this.pool,
@@ -195,7 +196,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
       if (channel === channels.taskCancel(db.schema)) this.cancel(payload.split(','));
       else {
         // task_done (heard only when caps are set): room may have opened under a cap.
-        if (channel === channels.taskDone(db.schema)) this.dispatch();
+        if (channel === channels.taskDone(db.schema)) this.scheduleDispatch();
         this.producer.wake();
       }
     });
@@ -350,6 +351,16 @@ export class Worker extends EventEmitter<WorkerEvents> {
     this.dispatch();
   }
 
+  /** Dispatches soon: runs that end in the same turn of the event loop start their successors in one batch. */
+  private scheduleDispatch(): void {
+    if (this.dispatchScheduled) return;
+    this.dispatchScheduled = true;
+    setImmediate(() => {
+      this.dispatchScheduled = false;
+      this.dispatch();
+    });
+  }
+
   /**
    * Starts waiting tasks while handler slots are free (and per-task limits allow), in one statement per batch.
    * In soft cap mode the start of a capped queue's tasks is gated under the cap's lock; what finds no room waits
@@ -384,7 +395,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
       })
       .finally(() => {
         this.starting -= batch.length;
-        this.dispatch();
+        this.scheduleDispatch();
       });
     this.starts.add(start);
     void start.finally(() => this.starts.delete(start));
@@ -416,7 +427,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
     if (this.dispatchRetry) return;
     this.dispatchRetry = setTimeout(() => {
       this.dispatchRetry = null;
-      this.dispatch();
+      this.scheduleDispatch();
     }, this.config.pollIntervalMs);
   }
 
