@@ -4,9 +4,7 @@
  * poll as backstop), campaigns for the maintenance leadership (Elector) and, while leader, runs the reaper,
  * expiry and retention (Maintainer).
  *
- * Each held task moves through three local phases:
- *
- *   claimed ──slot free──► running ──run ended──► finishing ──outcome written──► (released)
+ * The held tasks and their local phases (claimed, starting, running, finishing) live in the Dispatcher.
  *
  * `concurrency` bounds running handlers; `prefetch` lets the worker hold that many more claimed tasks ready
  * (protected by their claim lease and claimer heartbeats). With `prefetch` 0 (the default) the tasks in
@@ -21,9 +19,8 @@ import type { Logger } from 'pino';
 import type { App } from '../client/App.js';
 import { TaskListCancelRequested } from '../db/admin.js';
 import { Listener, channels } from '../db/Listener.js';
-import { TaskReleaseClaimed } from '../db/liveness.js';
 import type { HeartbeatRole } from '../db/liveness.js';
-import type { ClaimedTaskRow, OwnedTask, TaskFinish, TaskFinishRow } from '../db/tasks.js';
+import type { ClaimedTaskRow, TaskFinish, TaskFinishRow } from '../db/tasks.js';
 import { Elector } from '../recovery/Elector.js';
 import { Expirer } from '../recovery/Expirer.js';
 import { Maintainer } from '../recovery/Maintainer.js';
@@ -35,6 +32,7 @@ import type { ResolvedWorkerConfig, WorkerConfig } from './config.js';
 import { Executor } from './Executor.js';
 import { Heartbeater } from './Heartbeater.js';
 import { CapGuard } from './CapGuard.js';
+import { Dispatcher } from './Dispatcher.js';
 import { Producer } from './Producer.js';
 import { StateReporter } from './StateReporter.js';
 import { ThreadPool } from './ThreadPool.js';
@@ -64,13 +62,6 @@ export interface WorkerEvents {
 }
 
 type State = 'new' | 'running' | 'stopping' | 'stopped';
-type Phase = 'claimed' | 'starting' | 'running' | 'finishing';
-
-interface Held {
-  row: ClaimedTaskRow;
-  phase: Phase;
-  claimedAt: number;
-}
 
 /** See the module comment. Create with `app.worker(config)`. */
 export class Worker extends EventEmitter<WorkerEvents> {
@@ -87,15 +78,9 @@ export class Worker extends EventEmitter<WorkerEvents> {
   private readonly reporter: StateReporter;
   private readonly pool: ThreadPool | null;
   private readonly caps: CapGuard;
-  private dispatchRetry: NodeJS.Timeout | null = null;
-  private dispatchScheduled = false;
+  private readonly dispatcher: Dispatcher;
   private state: State = 'new';
-  private readonly held = new Map<string, Held>();
-  /** Claimed tasks waiting for a free slot, in claim order. */
-  private waiting: ClaimedTaskRow[] = [];
-  private starting = 0;
   private stopping: Promise<void> | null = null;
-  private readonly starts = new Set<Promise<void>>();
   private cancelPoll: NodeJS.Timeout | null = null;
   private readonly retryTimers = new Set<NodeJS.Timeout>();
   private startedAt = new Date();
@@ -141,11 +126,11 @@ export class Worker extends EventEmitter<WorkerEvents> {
         refillThreshold: Math.max(1, Math.floor(this.config.maxClaimBatch / 2)),
       },
       {
-        capacity: () => (this.state === 'running' ? this.config.maxClaimPerWorker - this.held.size : 0),
-        idle: () => this.held.size === 0,
+        capacity: () => (this.state === 'running' ? this.config.maxClaimPerWorker - this.dispatcher.size : 0),
+        idle: () => this.dispatcher.size === 0,
         onClaimed: (tasks) => this.onClaimed(tasks),
         onError: (error) => this.fail('claim failed', error),
-        claimableTaskNames: () => this.claimableTaskNames(),
+        claimableTaskNames: () => this.dispatcher.claimableTaskNames(),
       },
       this.caps,
     );
@@ -157,20 +142,36 @@ export class Worker extends EventEmitter<WorkerEvents> {
       {
         onSkipped: (task, reason) => {
           if (reason === 'expired') this.emit('task:expired', task.id);
-          this.release([task.id]);
+          this.dispatcher.release([task.id]);
         },
         onStarted: (task, attempt) => {
-          this.setPhase(task.id, 'running');
+          this.dispatcher.setPhase(task.id, 'running');
           this.emit('task:started', task.id, attempt);
         },
         onFinished: (finish) => {
-          this.setPhase(finish.id, 'finishing');
+          this.dispatcher.setPhase(finish.id, 'finishing');
           this.emit('task:ran', finish.id, finish.status);
           this.completer.add(finish);
-          this.scheduleDispatch();
+          this.dispatcher.scheduleDispatch();
         },
       },
       this.pool,
+    );
+    this.dispatcher = new Dispatcher(
+      db,
+      this.executor,
+      this.caps,
+      app.tasks,
+      {
+        workerId: identity.workerId,
+        concurrency: this.config.concurrency,
+        retryMs: this.config.pollIntervalMs,
+      },
+      this.logger,
+      {
+        onReleased: () => this.producer.wake(false),
+        onError: (what, error) => this.fail(what, error),
+      },
     );
     this.completer = new Completer(db, this.config.completionBatchSize, {
       onSettled: (result, finishes) => this.onSettled(result, finishes),
@@ -186,7 +187,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
         maxClaimAgeMs: this.config.maxClaimAgeMs,
       },
       {
-        owned: (role) => this.owned(role),
+        owned: (role) => this.dispatcher.owned(role),
         onLost: (role, ids) => this.onLost(role, ids),
         onError: (error) => this.fail('heartbeat failed', error),
       },
@@ -196,7 +197,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
       if (channel === channels.taskCancel(db.schema)) this.cancel(payload.split(','));
       else {
         // task_done (heard only when caps are set): room may have opened under a cap.
-        if (channel === channels.taskDone(db.schema)) this.scheduleDispatch();
+        if (channel === channels.taskDone(db.schema)) this.dispatcher.scheduleDispatch();
         this.producer.wake();
       }
     });
@@ -249,7 +250,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
 
   /** Tasks held now (claimed, running, or finished but not yet written). */
   get heldTasks(): number {
-    return this.held.size;
+    return this.dispatcher.size;
   }
 
   /** True while this worker runs maintenance for the cluster. */
@@ -301,14 +302,13 @@ export class Worker extends EventEmitter<WorkerEvents> {
     const wasRunning = this.state === 'running';
     this.state = 'stopping';
     if (this.cancelPoll) clearInterval(this.cancelPoll);
-    if (this.dispatchRetry) clearTimeout(this.dispatchRetry);
     for (const timer of this.retryTimers) clearTimeout(timer);
     this.reporter.stop();
     if (wasRunning) {
-      this.logger.info({ held: this.held.size }, 'worker stopping: no new claims');
+      this.logger.info({ held: this.dispatcher.size }, 'worker stopping: no new claims');
+      this.dispatcher.pause();
       await this.producer.stop();
-      await Promise.allSettled([...this.starts]);
-      await this.releaseWaiting();
+      await this.dispatcher.stop();
       this.executor.stopAll((definition) => {
         const policy = definition?.policies.shutdown ?? 'continue';
         return policy === 'resubmit' ? 'release' : policy === 'stop' ? 'shutdown' : null;
@@ -341,145 +341,18 @@ export class Worker extends EventEmitter<WorkerEvents> {
   }
 
   private onClaimed(tasks: ClaimedTaskRow[]): void {
-    const now = Date.now();
-    for (const row of tasks) this.held.set(row.id, { row, phase: 'claimed', claimedAt: now });
-    this.waiting.push(...tasks);
     this.emit(
       'task:claimed',
       tasks.map((t) => t.id),
     );
-    this.dispatch();
-  }
-
-  /** Dispatches soon: runs that end in the same turn of the event loop start their successors in one batch. */
-  private scheduleDispatch(): void {
-    if (this.dispatchScheduled) return;
-    this.dispatchScheduled = true;
-    setImmediate(() => {
-      this.dispatchScheduled = false;
-      this.dispatch();
-    });
-  }
-
-  /**
-   * Starts waiting tasks while handler slots are free (and per-task limits allow), in one statement per batch.
-   * In soft cap mode the start of a capped queue's tasks is gated under the cap's lock; what finds no room waits
-   * for a freed slot, a finished task elsewhere (task_done) or the next poll.
-   */
-  private dispatch(): void {
-    if (this.state !== 'running') return;
-    const free = this.config.concurrency - this.executor.running - this.starting;
-    if (free <= 0 || this.waiting.length === 0) return;
-    const active = this.countByName(['starting', 'running']);
-    const batch: ClaimedTaskRow[] = [];
-    const rest: ClaimedTaskRow[] = [];
-    for (const task of this.waiting) {
-      const limit = this.app.tasks.get(task.task_name)?.policies.maxConcurrentPerWorker ?? null;
-      const n = active.get(task.task_name) ?? 0;
-      if (batch.length >= free || (limit !== null && n >= limit)) {
-        rest.push(task);
-        continue;
-      }
-      active.set(task.task_name, n + 1);
-      batch.push(task);
-    }
-    if (batch.length === 0) return;
-    this.waiting = rest;
-    for (const task of batch) this.setPhase(task.id, 'starting');
-    this.starting += batch.length;
-    const start = this.startBatch(batch)
-      .catch((error: unknown) => {
-        // The start statement failed: these tasks stay CLAIMED until the reaper hands them back to PENDING.
-        this.fail('starting claimed tasks failed', error);
-        this.release(batch.map((t) => t.id));
-      })
-      .finally(() => {
-        this.starting -= batch.length;
-        this.scheduleDispatch();
-      });
-    this.starts.add(start);
-    void start.finally(() => this.starts.delete(start));
-  }
-
-  private async startBatch(batch: ClaimedTaskRow[]): Promise<void> {
-    const gated = batch.filter((t) => this.caps.gatesStart(t.queue_name));
-    await this.executor.startAll(batch.filter((t) => !this.caps.gatesStart(t.queue_name)));
-    for (const queue of new Set(gated.map((t) => t.queue_name))) {
-      const group = gated.filter((t) => t.queue_name === queue);
-      const { started, rows, deferred } = await this.caps.startWithin(
-        queue,
-        group.length,
-        async (on, room) => {
-          const started = group.slice(0, room);
-          return { started, rows: await this.executor.markStarted(started, on), deferred: group.slice(room) };
-        },
-      );
-      // Launched after the start committed (startWithin's transaction), never inside it.
-      this.executor.launch(started, rows);
-      if (deferred.length === 0) continue;
-      for (const task of deferred) this.setPhase(task.id, 'claimed');
-      this.waiting.unshift(...deferred);
-      this.retryDispatchLater();
-    }
-  }
-
-  private retryDispatchLater(): void {
-    if (this.dispatchRetry) return;
-    this.dispatchRetry = setTimeout(() => {
-      this.dispatchRetry = null;
-      this.scheduleDispatch();
-    }, this.config.pollIntervalMs);
-  }
-
-  private countByName(phases: Phase[]): Map<string, number> {
-    const counts = new Map<string, number>();
-    for (const held of this.held.values()) {
-      if (phases.includes(held.phase))
-        counts.set(held.row.task_name, (counts.get(held.row.task_name) ?? 0) + 1);
-    }
-    return counts;
-  }
-
-  private claimableTaskNames(): string[] {
-    const held = this.countByName(['claimed', 'starting', 'running']);
-    return [...this.app.tasks.values()]
-      .filter(
-        (t) =>
-          t.policies.maxConcurrentPerWorker === null ||
-          (held.get(t.name) ?? 0) < t.policies.maxConcurrentPerWorker,
-      )
-      .map((t) => t.name);
-  }
-
-  private async releaseWaiting(): Promise<void> {
-    const waiting = this.waiting;
-    this.waiting = [];
-    if (waiting.length === 0) return;
-    try {
-      await this.app.db.run(TaskReleaseClaimed, { workerId: this.id, tasks: waiting.map(owned) });
-      this.logger.info({ count: waiting.length }, 'handed claimed tasks back to PENDING');
-    } catch (error) {
-      this.fail('handing claimed tasks back failed; the reaper will requeue them', error);
-    }
-    this.release(waiting.map((t) => t.id));
-  }
-
-  private owned(role: HeartbeatRole): OwnedTask[] {
-    const phases: Phase[] = role === 'claimer' ? ['claimed', 'starting'] : ['running', 'finishing'];
-    return [...this.held.values()].filter((h) => phases.includes(h.phase)).map((h) => owned(h.row));
+    this.dispatcher.add(tasks);
   }
 
   private onLost(role: HeartbeatRole, ids: string[]): void {
-    // A beat can race a legitimate change (a start, a finish); only tasks still in the beaten phase count.
-    const phases: Phase[] = role === 'claimer' ? ['claimed'] : ['running'];
-    const lost = ids.filter((id) => phases.includes(this.held.get(id)?.phase ?? 'finishing'));
+    const lost = this.dispatcher.takeLost(role, ids);
     if (lost.length === 0) return;
     this.logger.warn({ taskIds: lost, role }, 'claims lost to another worker or the reaper');
     this.emit('task:lost', lost);
-    const lostSet = new Set(lost);
-    const notStarted = this.waiting.filter((t) => lostSet.has(t.id));
-    this.waiting = this.waiting.filter((t) => !lostSet.has(t.id));
-    this.release(notStarted.map((t) => t.id));
     for (const id of lost) this.executor.stop(id, 'lost');
   }
 
@@ -511,7 +384,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
     }
     this.emit('task:finished', result.finished, result.lost);
     this.scheduleRetryWakes(result.finished, finishes);
-    this.release(finishes.map((f) => f.id));
+    this.dispatcher.release(finishes.map((f) => f.id));
   }
 
   // A retry becomes claimable after its delay; wake up then rather than at the next poll. Other workers rely on
@@ -531,24 +404,14 @@ export class Worker extends EventEmitter<WorkerEvents> {
     }
   }
 
-  private setPhase(id: string, phase: Phase): void {
-    const held = this.held.get(id);
-    if (held) held.phase = phase;
-  }
-
-  private release(ids: string[]): void {
-    for (const id of ids) this.held.delete(id);
-    this.producer.wake(false);
-  }
-
   private snapshot() {
-    const held = [...this.held.values()];
+    const counts = this.dispatcher.counts();
     return {
       worker: this.config.identity,
       processes: 1,
       queues: this.config.queues,
-      tasksRunning: held.filter((h) => h.phase === 'running' || h.phase === 'finishing').length,
-      tasksClaimed: held.filter((h) => h.phase === 'claimed' || h.phase === 'starting').length,
+      tasksRunning: counts.running,
+      tasksClaimed: counts.claimed,
       maxClaimBatch: this.config.maxClaimBatch,
       maxClaimPerWorker: this.config.maxClaimPerWorker,
       clusterWideCap: this.app.config.clusterWideCap ?? null,
@@ -574,8 +437,4 @@ export class Worker extends EventEmitter<WorkerEvents> {
     this.logger.error({ err: error }, what);
     this.emit('worker:error', error);
   }
-}
-
-function owned(row: ClaimedTaskRow): OwnedTask {
-  return { id: row.id, generation: row.claim_generation };
 }

@@ -7,7 +7,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import type { App } from '../../src/client/App.js';
 import { Reaper } from '../../src/recovery/Reaper.js';
 import type { ReaperResult } from '../../src/recovery/Reaper.js';
-import { databaseUrl, eventually, useTestSchema, waitForEvent } from '../support/db.js';
+import { databaseUrl, eventually, useTestSchema, waitForEvent, trackStarts } from '../support/db.js';
 import { startWorkerProcess } from '../support/processes.js';
 
 const t = await useTestSchema();
@@ -159,9 +159,10 @@ describe('a late finisher', () => {
       },
     });
     const worker = slowApp.worker({ maintenance: false, abortGraceMs: 10_000 });
+    const started = trackStarts(worker);
     await worker.start();
     const handle = await gated.send({ n: 1 });
-    await waitForEvent(worker, 'task:started', (id) => id === handle.id);
+    await started(handle.id);
     await new Promise((r) => setTimeout(r, 300));
 
     const reaper = new Reaper(slowApp.db, { ...slowApp.config.recovery, runningStaleThresholdMs: 200 });

@@ -103,3 +103,30 @@ export async function eventually<T>(
     await new Promise((r) => setTimeout(r, 25));
   }
 }
+
+/**
+ * Records every task `worker` starts from now on. The returned function resolves once the given task has
+ * started (also when it started before the call), so a test can send first and wait after without a race.
+ */
+export function trackStarts(worker: {
+  on(event: 'task:started', fn: (id: string) => void): unknown;
+}): (id: string, timeoutMs?: number) => Promise<void> {
+  const started = new Set<string>();
+  const waiters = new Map<string, () => void>();
+  worker.on('task:started', (id) => {
+    started.add(id);
+    waiters.get(id)?.();
+  });
+  return (id, timeoutMs = 10_000) =>
+    new Promise<void>((resolve, reject) => {
+      if (started.has(id)) return resolve();
+      const timer = setTimeout(
+        () => reject(new Error(`task ${id} did not start within ${timeoutMs} ms`)),
+        timeoutMs,
+      );
+      waiters.set(id, () => {
+        clearTimeout(timer);
+        resolve();
+      });
+    });
+}

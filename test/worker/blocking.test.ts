@@ -11,7 +11,7 @@ import { z } from 'zod';
 import type { App } from '../../src/client/App.js';
 import type { TaskFinishRow } from '../../src/db/tasks.js';
 import { ConfigError } from '../../src/errors.js';
-import { databaseUrl, eventually, useTestSchema, waitForEvent } from '../support/db.js';
+import { databaseUrl, eventually, useTestSchema, waitForEvent, trackStarts } from '../support/db.js';
 import { startWorkerProcess } from '../support/processes.js';
 
 const t = await useTestSchema();
@@ -77,6 +77,7 @@ describe('a CPU-bound blocking task', () => {
   it('runs longer than the runner stale threshold without being reaped, and the event loop stays free', async () => {
     const app: App = fixture.app;
     const worker = app.worker({ appModule: fixtureModule, blockingThreads: 1 });
+    const started = trackStarts(worker);
     const elected = waitForEvent(worker, 'leader:elected');
     let reaperPasses = 0;
     const reaped: string[] = [];
@@ -89,7 +90,7 @@ describe('a CPU-bound blocking task', () => {
     await elected;
     try {
       const handle = await fixture.spin.send({ ms: 2000 });
-      await waitForEvent(worker, 'task:started', (id) => id === handle.id);
+      await started(handle.id);
       const loop = measureEventLoop();
       const passesBefore = reaperPasses;
       const result = await handle.result({ timeoutMs: 15_000 });

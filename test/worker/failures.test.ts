@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { pino } from 'pino';
 import { z } from 'zod';
 import { ConfigError, TaskError } from '../../src/errors.js';
-import { useTestSchema, waitForEvent } from '../support/db.js';
+import { useTestSchema, waitForEvent, trackStarts } from '../support/db.js';
 
 const t = await useTestSchema();
 
@@ -259,9 +259,10 @@ describe('cancelling a running task', () => {
     });
     // A long poll interval: the cancel must arrive by notification, not by the backstop poll.
     const worker = app.worker({ pollIntervalMs: 30_000 });
+    const started = trackStarts(worker);
     await worker.start();
     const handle = await long.send({});
-    await waitForEvent(worker, 'task:started', (id) => id === handle.id);
+    await started(handle.id);
     const cancelling = waitForEvent(worker, 'task:cancelling', (id) => id === handle.id, 5_000);
     expect(await handle.cancel()).toEqual({
       id: handle.id,
@@ -289,9 +290,10 @@ describe('cancelling a running task', () => {
       handler: () => new Promise<string>((resolve) => setTimeout(() => resolve('ignored the cancel'), 4_000)),
     });
     const worker = app.worker({ abortGraceMs: 100 });
+    const started = trackStarts(worker);
     await worker.start();
     const handle = await deaf.send({});
-    await waitForEvent(worker, 'task:started', (id) => id === handle.id);
+    await started(handle.id);
     await handle.cancel();
     const result = await handle.result({ timeoutMs: 3_000 });
     expect(result.ok ? null : result.error.code).toBe('TASK_CANCELLED');
@@ -307,9 +309,10 @@ describe('cancelling a running task', () => {
         new Promise((_resolve, reject) => ctx.signal.addEventListener('abort', reject)),
     });
     const worker = app.worker({ pollIntervalMs: 200 });
+    const started = trackStarts(worker);
     await worker.start();
     const handle = await long.send({});
-    await waitForEvent(worker, 'task:started', (id) => id === handle.id);
+    await started(handle.id);
     // Set the request without the trigger's notification (as if it were lost).
     await t.query('ALTER TABLE {{schema}}.horsies_tasks DISABLE TRIGGER horsies_tasks_notify_change');
     try {

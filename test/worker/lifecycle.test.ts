@@ -4,7 +4,7 @@ import { z } from 'zod';
 import { TaskClaim, TaskFinishMany, TaskStartMany } from '../../src/db/tasks.js';
 import type { WorkerIdentity } from '../../src/db/tasks.js';
 import { TaskError } from '../../src/errors.js';
-import { eventually, useTestSchema, waitForEvent } from '../support/db.js';
+import { eventually, useTestSchema, waitForEvent, trackStarts } from '../support/db.js';
 
 const t = await useTestSchema();
 
@@ -462,9 +462,10 @@ describe('the worker', () => {
       },
     });
     const worker = app.worker({ concurrency: 1 });
+    const started = trackStarts(worker);
     await worker.start();
     const first = await slow.send({ i: 1 });
-    await waitForEvent(worker, 'task:started', (id) => id === first.id);
+    await started(first.id);
     const second = await slow.send({ i: 2 });
     const stopped = worker.stop();
     release();

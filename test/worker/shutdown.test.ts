@@ -1,7 +1,7 @@
 /** Graceful shutdown: claimed tasks handed back, per-task shutdown policies, the drain timeout. */
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { useTestSchema, waitForEvent } from '../support/db.js';
+import { eventually, useTestSchema, waitForEvent, trackStarts } from '../support/db.js';
 
 const t = await useTestSchema();
 
@@ -39,9 +39,12 @@ describe('worker.stop()', () => {
     });
     const stop = app.task({ name: 'shutdown.stop', input, shutdown: 'stop', handler: gatedHandler(gate) });
     const worker = app.worker({ concurrency: 3, drainTimeoutMs: 10_000 });
+    // Listen before sending: a task may start before the next send returns.
+    const started = new Set<string>();
+    worker.on('task:started', (id) => started.add(id));
     await worker.start();
     const handles = [await cont.send({}), await resub.send({}), await stop.send({})];
-    await Promise.all(handles.map((h) => waitForEvent(worker, 'task:started', (id) => id === h.id)));
+    await eventually(async () => handles.every((h) => started.has(h.id)));
 
     const stopping = worker.stop();
     // resubmit and stop act at once; continue keeps running until it finishes.
@@ -79,8 +82,9 @@ describe('worker.stop()', () => {
     });
     const worker = app.worker({ concurrency: 1, prefetch: 3 });
     await worker.start();
+    const firstStart = waitForEvent(worker, 'task:started');
     const handles = await task.sendMany([0, 1, 2, 3].map((i) => ({ input: { i } })));
-    await waitForEvent(worker, 'task:started');
+    await firstStart;
     const claimed = async () =>
       (
         await t.query<{ n: number }>(
@@ -106,9 +110,10 @@ describe('worker.stop()', () => {
     const never = new Promise<void>(() => undefined);
     const task = app.task({ name: 'shutdown.slow', input: z.object({}), handler: gatedHandler(never) });
     const worker = app.worker({ drainTimeoutMs: 200 });
+    const started = trackStarts(worker);
     await worker.start();
     const handle = await task.send({});
-    await waitForEvent(worker, 'task:started', (id) => id === handle.id);
+    await started(handle.id);
     await worker.stop();
     expect(await row(handle.id)).toMatchObject({ status: 'PENDING', attempt: 0 });
     expect(await attemptCount(handle.id)).toBe(0);

@@ -1,0 +1,237 @@
+/**
+ * The tasks a worker holds, and the starting of claimed ones when handler slots free up.
+ *
+ *   claimed ──slot free──► starting ──start written──► running ──run ended──► finishing ──outcome written──► (gone)
+ *
+ * Starts go out in batches (runs that end in the same turn of the event loop start their successors in one
+ * statement), respect each task's per-worker limit, and, in soft cap mode, pass the cap's gate: what finds no
+ * room waits for a freed slot, a finished task elsewhere, or the next poll.
+ */
+import type { StandardSchemaV1 } from '@standard-schema/spec';
+import type { Logger } from 'pino';
+import type { TaskDefinition } from '../client/TaskDefinition.js';
+import type { Database } from '../db/Database.js';
+import { TaskReleaseClaimed } from '../db/liveness.js';
+import type { HeartbeatRole } from '../db/liveness.js';
+import type { ClaimedTaskRow, OwnedTask } from '../db/tasks.js';
+import type { CapGuard } from './CapGuard.js';
+import type { Executor } from './Executor.js';
+
+/** Where a held task is, locally. */
+export type Phase = 'claimed' | 'starting' | 'running' | 'finishing';
+
+interface Held {
+  row: ClaimedTaskRow;
+  phase: Phase;
+}
+
+/** Settings of a {@link Dispatcher}. */
+export interface DispatcherOptions {
+  workerId: string;
+  /** Handlers running at once. */
+  concurrency: number;
+  /** Retry of starts the soft cap deferred. */
+  retryMs: number;
+}
+
+/** What the dispatcher calls back into. */
+export interface DispatcherHooks {
+  /** Tasks left the worker (their slots are free for claims). */
+  onReleased(): void;
+  onError(what: string, error: unknown): void;
+}
+
+/** Holds a worker's tasks and starts them. */
+export class Dispatcher {
+  private readonly held = new Map<string, Held>();
+  /** Claimed tasks waiting for a slot, in claim order. */
+  private waiting: ClaimedTaskRow[] = [];
+  private starting = 0;
+  private readonly starts = new Set<Promise<void>>();
+  private scheduled = false;
+  private retryTimer: NodeJS.Timeout | null = null;
+  private active = true;
+
+  constructor(
+    private readonly db: Database,
+    private readonly executor: Executor,
+    private readonly caps: CapGuard,
+    private readonly registry: ReadonlyMap<string, TaskDefinition<StandardSchemaV1, unknown>>,
+    private readonly options: DispatcherOptions,
+    private readonly logger: Logger,
+    private readonly hooks: DispatcherHooks,
+  ) {}
+
+  /** Tasks held: claimed, starting, running, or finished but not yet written. */
+  get size(): number {
+    return this.held.size;
+  }
+
+  /** Held tasks by phase group: `claimed` (claimed or starting) and `running` (running or finishing). */
+  counts(): { claimed: number; running: number } {
+    let claimed = 0;
+    for (const h of this.held.values()) if (h.phase === 'claimed' || h.phase === 'starting') claimed += 1;
+    return { claimed, running: this.held.size - claimed };
+  }
+
+  /** Takes in freshly claimed tasks and starts what the free slots allow. */
+  add(tasks: ClaimedTaskRow[]): void {
+    for (const row of tasks) this.held.set(row.id, { row, phase: 'claimed' });
+    this.waiting.push(...tasks);
+    this.dispatch();
+  }
+
+  /** Moves a held task to a phase. */
+  setPhase(id: string, phase: Phase): void {
+    const held = this.held.get(id);
+    if (held) held.phase = phase;
+  }
+
+  /** Forgets tasks (written, lost, expired) and frees their slots. */
+  release(ids: string[]): void {
+    for (const id of ids) this.held.delete(id);
+    this.hooks.onReleased();
+  }
+
+  /** Dispatches soon, once for everything that happens in this turn of the event loop. */
+  scheduleDispatch(): void {
+    if (this.scheduled) return;
+    this.scheduled = true;
+    setImmediate(() => {
+      this.scheduled = false;
+      this.dispatch();
+    });
+  }
+
+  /** The tasks to beat for, per heartbeat role. */
+  owned(role: HeartbeatRole): OwnedTask[] {
+    const phases: Phase[] = role === 'claimer' ? ['claimed', 'starting'] : ['running', 'finishing'];
+    return [...this.held.values()].filter((h) => phases.includes(h.phase)).map((h) => owned(h.row));
+  }
+
+  /**
+   * Of `ids` reported lost by a heartbeat of `role`, those still in the beaten phase (a beat can race a legitimate
+   * start or finish). Lost tasks that had not started are forgotten here; running ones are left to the caller.
+   */
+  takeLost(role: HeartbeatRole, ids: string[]): string[] {
+    const phases: Phase[] = role === 'claimer' ? ['claimed'] : ['running'];
+    const lost = ids.filter((id) => phases.includes(this.held.get(id)?.phase ?? 'finishing'));
+    const lostSet = new Set(lost);
+    const notStarted = this.waiting.filter((t) => lostSet.has(t.id)).map((t) => t.id);
+    this.waiting = this.waiting.filter((t) => !lostSet.has(t.id));
+    if (notStarted.length > 0) this.release(notStarted);
+    return lost;
+  }
+
+  /** Task names worth claiming: registered, and below their per-worker limit counting what is held. */
+  claimableTaskNames(): string[] {
+    const held = this.countByName(['claimed', 'starting', 'running']);
+    return [...this.registry.values()]
+      .filter(
+        (t) =>
+          t.policies.maxConcurrentPerWorker === null ||
+          (held.get(t.name) ?? 0) < t.policies.maxConcurrentPerWorker,
+      )
+      .map((t) => t.name);
+  }
+
+  /** Starts nothing more (shutdown begins); held tasks stay as they are. */
+  pause(): void {
+    this.active = false;
+    if (this.retryTimer) clearTimeout(this.retryTimer);
+  }
+
+  /** Stops starting tasks and hands the waiting ones back to PENDING (no attempt). */
+  async stop(): Promise<void> {
+    this.pause();
+    await Promise.allSettled([...this.starts]);
+    const waiting = this.waiting;
+    this.waiting = [];
+    if (waiting.length === 0) return;
+    try {
+      await this.db.run(TaskReleaseClaimed, { workerId: this.options.workerId, tasks: waiting.map(owned) });
+      this.logger.info({ count: waiting.length }, 'handed claimed tasks back to PENDING');
+    } catch (error) {
+      this.hooks.onError('handing claimed tasks back failed; the reaper will requeue them', error);
+    }
+    this.release(waiting.map((t) => t.id));
+  }
+
+  /** Starts waiting tasks while handler slots are free and per-task limits allow, one statement per batch. */
+  private dispatch(): void {
+    if (!this.active) return;
+    const free = this.options.concurrency - this.executor.running - this.starting;
+    if (free <= 0 || this.waiting.length === 0) return;
+    const active = this.countByName(['starting', 'running']);
+    const batch: ClaimedTaskRow[] = [];
+    const rest: ClaimedTaskRow[] = [];
+    for (const task of this.waiting) {
+      const limit = this.registry.get(task.task_name)?.policies.maxConcurrentPerWorker ?? null;
+      const n = active.get(task.task_name) ?? 0;
+      if (batch.length >= free || (limit !== null && n >= limit)) {
+        rest.push(task);
+        continue;
+      }
+      active.set(task.task_name, n + 1);
+      batch.push(task);
+    }
+    if (batch.length === 0) return;
+    this.waiting = rest;
+    for (const task of batch) this.setPhase(task.id, 'starting');
+    this.starting += batch.length;
+    const start = this.startBatch(batch)
+      .catch((error: unknown) => {
+        // The start statement failed: these tasks stay CLAIMED until the reaper hands them back to PENDING.
+        this.hooks.onError('starting claimed tasks failed', error);
+        this.release(batch.map((t) => t.id));
+      })
+      .finally(() => {
+        this.starting -= batch.length;
+        this.scheduleDispatch();
+      });
+    this.starts.add(start);
+    void start.finally(() => this.starts.delete(start));
+  }
+
+  private async startBatch(batch: ClaimedTaskRow[]): Promise<void> {
+    const gated = batch.filter((t) => this.caps.gatesStart(t.queue_name));
+    await this.executor.startAll(batch.filter((t) => !this.caps.gatesStart(t.queue_name)));
+    for (const queue of new Set(gated.map((t) => t.queue_name))) {
+      const group = gated.filter((t) => t.queue_name === queue);
+      const { started, rows, deferred } = await this.caps.startWithin(
+        queue,
+        group.length,
+        async (on, room) => {
+          const started = group.slice(0, room);
+          return { started, rows: await this.executor.markStarted(started, on), deferred: group.slice(room) };
+        },
+      );
+      // Launched after the start committed (startWithin's transaction), never inside it.
+      this.executor.launch(started, rows);
+      if (deferred.length === 0) continue;
+      for (const task of deferred) this.setPhase(task.id, 'claimed');
+      this.waiting.unshift(...deferred);
+      this.retryLater();
+    }
+  }
+
+  private retryLater(): void {
+    if (this.retryTimer || !this.active) return;
+    this.retryTimer = setTimeout(() => {
+      this.retryTimer = null;
+      this.scheduleDispatch();
+    }, this.options.retryMs);
+  }
+
+  private countByName(phases: Phase[]): Map<string, number> {
+    const counts = new Map<string, number>();
+    for (const { row, phase } of this.held.values()) {
+      if (phases.includes(phase)) counts.set(row.task_name, (counts.get(row.task_name) ?? 0) + 1);
+    }
+    return counts;
+  }
+}
+
+function owned(row: ClaimedTaskRow): OwnedTask {
+  return { id: row.id, generation: row.claim_generation };
+}
