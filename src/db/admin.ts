@@ -128,8 +128,8 @@ export const TaskResubmit = statement<
        resubmit_count = t.resubmit_count + 1,
        resubmitted_at = now(),
        updated_at = now()
-   FROM batch
-   WHERE t.id = batch.id
+   -- Through an array, so each row is found by primary key (a join with the CTE can turn into a full scan).
+   WHERE t.id = ANY (ARRAY(SELECT id FROM batch))
    RETURNING t.id`,
   (p) => [...filterValues(p), p.ids, p.notResubmittedSince, p.limit],
 );

@@ -66,13 +66,10 @@ export const TaskReleaseClaimed = statement<{ workerId: string; tasks: OwnedTask
  * claimed longer ago than that) go back to PENDING. Safe: their code never ran. Rows are locked and re-checked
  * before the change; a claim that started or got a heartbeat meanwhile is left alone.
  */
-export const TaskRequeueStaleClaimed = statement<
-  { thresholdMs: number; limit: number },
-  { id: string; claimed_by_worker_id: string }
->(
+export const TaskRequeueStaleClaimed = statement<{ thresholdMs: number; limit: number }, { id: string }>(
   'TaskRequeueStaleClaimed',
   `WITH stale AS (
-     SELECT t.id, t.claimed_by_worker_id FROM {{schema}}.horsies_tasks t
+     SELECT t.id FROM {{schema}}.horsies_tasks t
      WHERE t.status = 'CLAIMED'
        AND t.claimed_at < now() - $1 * interval '1 millisecond'
        AND NOT EXISTS (
@@ -87,9 +84,8 @@ export const TaskRequeueStaleClaimed = statement<
    UPDATE {{schema}}.horsies_tasks t
    SET status = 'PENDING', claimed = false, claimed_at = NULL, claimed_by_worker_id = NULL,
        claim_expires_at = NULL, updated_at = now()
-   FROM stale s
-   WHERE t.id = s.id
-   RETURNING t.id, s.claimed_by_worker_id`,
+   WHERE t.id = ANY (ARRAY(SELECT id FROM stale))
+   RETURNING t.id`,
   ({ thresholdMs, limit }) => [thresholdMs, limit],
 );
 

@@ -213,8 +213,9 @@ export const TaskClaim = statement<
        worker_pid = $7,
        worker_process_name = $8,
        updated_at = now()
-   FROM next
-   WHERE t.id = next.id
+   -- The ids go through an array so the planner looks each row up by primary key; joining the CTE instead
+   -- turns into a hash join over a sequential scan of the whole table once the batch is large.
+   WHERE t.id = ANY (ARRAY(SELECT id FROM next))
    RETURNING t.id, t.task_name, t.queue_name, t.priority, t.kwargs, t.claim_generation, t.retry_count,
              t.max_retries, t.attempt, t.enqueued_at`,
   ({ queue, taskNames, limit, leaseMs, worker }) => [
@@ -250,31 +251,22 @@ export interface TaskStartRow {
  */
 export const TaskStartMany = statement<{ workerId: string; tasks: OwnedTask[] }, TaskStartRow>(
   'TaskStartMany',
-  `WITH input AS (
-     SELECT * FROM unnest($2::text[], $3::int[]) AS i(id, generation)
-   ), target AS (
-     SELECT t.id, (t.good_until IS NOT NULL AND t.good_until <= now()) AS expired
-     FROM {{schema}}.horsies_tasks t JOIN input i ON i.id = t.id
-     -- id = ANY(...) lets the planner look the rows up by primary key instead of walking every in-flight row
-     -- of the worker (which grows with prefetch) for each input row.
-     WHERE t.id = ANY($2::text[])
-       AND t.status = 'CLAIMED' AND t.claimed_by_worker_id = $1 AND t.claim_generation = i.generation
-     FOR UPDATE OF t
-   )
-   UPDATE {{schema}}.horsies_tasks t
-   SET status = CASE WHEN g.expired THEN 'EXPIRED' ELSE 'RUNNING' END,
-       started_at = CASE WHEN g.expired THEN NULL ELSE now() END,
-       attempt = CASE WHEN g.expired THEN t.attempt ELSE t.attempt + 1 END,
-       claimed = NOT g.expired,
-       claim_expires_at = CASE WHEN g.expired THEN NULL ELSE t.claim_expires_at END,
-       finished_at = CASE WHEN g.expired THEN now() END,
-       error_code = CASE WHEN g.expired THEN 'TASK_EXPIRED' END,
-       failed_reason = CASE WHEN g.expired THEN 'good_until passed before the task started' END,
-       result = CASE WHEN g.expired THEN jsonb_build_object('err', jsonb_build_object(
+  // One UPDATE: its WHERE is re-checked on the latest row version under the row lock, so a claim superseded
+  // meanwhile (reaped, cancelled) is skipped, and the expiry test reads the row being changed.
+  `UPDATE {{schema}}.horsies_tasks t
+   SET status = CASE WHEN t.good_until <= now() THEN 'EXPIRED' ELSE 'RUNNING' END,
+       started_at = CASE WHEN t.good_until <= now() THEN NULL ELSE now() END,
+       attempt = CASE WHEN t.good_until <= now() THEN t.attempt ELSE t.attempt + 1 END,
+       claimed = NOT COALESCE(t.good_until <= now(), false),
+       claim_expires_at = CASE WHEN t.good_until <= now() THEN NULL ELSE t.claim_expires_at END,
+       finished_at = CASE WHEN t.good_until <= now() THEN now() END,
+       error_code = CASE WHEN t.good_until <= now() THEN 'TASK_EXPIRED' END,
+       failed_reason = CASE WHEN t.good_until <= now() THEN 'good_until passed before the task started' END,
+       result = CASE WHEN t.good_until <= now() THEN jsonb_build_object('err', jsonb_build_object(
                   'code', 'TASK_EXPIRED', 'message', 'good_until passed before the task started')) END,
        updated_at = now()
-   FROM target g
-   WHERE t.id = g.id
+   FROM unnest($2::text[], $3::int[]) AS i(id, generation)
+   WHERE t.id = i.id AND t.status = 'CLAIMED' AND t.claimed_by_worker_id = $1 AND t.claim_generation = i.generation
    RETURNING t.id, t.status, t.attempt, t.started_at`,
   ({ workerId, tasks }) => [workerId, tasks.map((t) => t.id), tasks.map((t) => t.generation)],
 );
