@@ -124,7 +124,8 @@ export class TaskDefinition<S extends StandardSchemaV1 = StandardSchemaV1, R = u
       schema: this.input,
       maxRetries: policies.retry.maxRetries,
       retentionMs: policies.retentionMs,
-      taskOptions: JSON.stringify({ retry: policies.retry }),
+      // Only a task that can retry needs its policy stored (the reaper reads it); others store nothing.
+      taskOptions: policies.retry.maxRetries > 0 ? JSON.stringify({ retry: policies.retry }) : null,
     };
   }
 

@@ -50,8 +50,8 @@ export interface SendTarget {
   maxRetries: number;
   /** The task's own retention of completed rows, if it has one. */
   retentionMs: number | null;
-  /** JSON text stored in `task_options` (the retry policy, for recovery). */
-  taskOptions: string;
+  /** JSON text stored in `task_options` (the retry policy, for recovery), or null when there is none to store. */
+  taskOptions: string | null;
 }
 
 /** What the send path needs to know about the app. */
@@ -86,7 +86,9 @@ export async function prepareTask(
     delayMs: Math.round(options.delayMs ?? 0),
     runAt: options.runAt ?? null,
     goodUntil: options.goodUntil ?? null,
-    enqueueSha: payloadDigest(target.name, kwargs),
+    // The digest only matters when a repeat is possible: an explicit id or idempotency key.
+    enqueueSha:
+      options.id !== undefined || options.idempotencyKey !== undefined ? payloadDigest(target.name, kwargs) : null,
     idempotencyKey: options.idempotencyKey ?? null,
     maxRetries: target.maxRetries,
     retentionMs: target.retentionMs ?? ctx.queueRetentionMs.get(queueName) ?? null,
@@ -101,17 +103,17 @@ export async function prepareTask(
 export async function insertTasks(db: Database, tasks: TaskInsert[], tx?: Queryable): Promise<string[]> {
   if (tasks.length === 0) return [];
   checkRepeatsWithinCall(tasks);
-  const rows = await db.run(TaskInsertMany, { tasks }, tx);
-  const byRequest = new Map(rows.map((r) => [r.requested_id, r]));
-  const unresolved = tasks.filter((t) => !byRequest.get(t.id)?.id);
+  const conflicts = new Map((await db.run(TaskInsertMany, { tasks }, tx)).map((r) => [r.requested_id, r]));
+  if (conflicts.size === 0) return tasks.map((t) => t.id);
   // A conflict with a send that committed after this statement's snapshot: the row exists but was not visible.
+  const unresolved = tasks.filter((t) => conflicts.has(t.id) && !conflicts.get(t.id)?.id);
   const late = unresolved.length > 0 ? await db.run(TaskFindByIdsOrKeys, idsAndKeys(unresolved), tx) : [];
   return tasks.map((task) => {
-    const row = byRequest.get(task.id);
-    if (row?.inserted) return task.id;
+    const conflict = conflicts.get(task.id);
+    if (!conflict) return task.id;
     const existing =
-      row?.id != null
-        ? { id: row.id, enqueue_sha: row.enqueue_sha }
+      conflict.id !== null
+        ? { id: conflict.id, enqueue_sha: conflict.enqueue_sha }
         : late.find(
             (e) =>
               e.id === task.id || (task.idempotencyKey !== null && e.idempotency_key === task.idempotencyKey),
@@ -135,9 +137,11 @@ function idsAndKeys(tasks: TaskInsert[]): { ids: string[]; keys: string[] } {
 }
 
 // Two items of one call with the same id or key: fine if identical, a mismatch otherwise (caught before the insert).
+// Only items that named an id or key carry a digest; generated ids cannot repeat.
 function checkRepeatsWithinCall(tasks: TaskInsert[]): void {
   const seen = new Map<string, string>();
   for (const task of tasks) {
+    if (task.enqueueSha === null) continue;
     for (const key of [`id:${task.id}`, task.idempotencyKey === null ? null : `key:${task.idempotencyKey}`]) {
       if (key === null) continue;
       const sha = seen.get(key);

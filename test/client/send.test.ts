@@ -95,7 +95,7 @@ function fields(problems: ConfigProblem[]): string[] {
 }
 
 describe('send', () => {
-  it('stores a PENDING row with the input, the defaults and a payload digest', async () => {
+  it('stores a PENDING row with the input, the defaults, and a payload digest when a repeat is possible', async () => {
     const task = pointTask('store');
     const input = { y: 2, x: 1, tags: ['a', 'b'] };
     const handle = await task.send(input);
@@ -121,8 +121,15 @@ describe('send', () => {
     expect(row?.enqueued_at).toBeInstanceOf(Date);
     // No delay: runnable from the moment it was sent (both are the insert's now()).
     expect(row?.enqueued_at.getTime()).toBe(row?.sent_at.getTime());
-    expect(row?.enqueue_sha).toMatch(/^[0-9a-f]{64}$/);
-    expect(row?.enqueue_sha).toBe(payloadDigest(task.name, toCanonicalJson(input, 'input')));
+    // No id or idempotency key was given, so no repeat is possible and no digest is stored.
+    expect(row?.enqueue_sha).toBeNull();
+    const keyed = await task.send(input, { idempotencyKey: `digest-${handle.id}` });
+    const [keyedRow] = await t.query<{ enqueue_sha: string }>(
+      'SELECT enqueue_sha FROM {{schema}}.horsies_tasks WHERE id = $1',
+      [keyed.id],
+    );
+    expect(keyedRow?.enqueue_sha).toMatch(/^[0-9a-f]{64}$/);
+    expect(keyedRow?.enqueue_sha).toBe(payloadDigest(task.name, toCanonicalJson(input, 'input')));
   });
 
   it('exposes the stored task through app.getTask and handle.info', async () => {
