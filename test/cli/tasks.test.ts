@@ -1,6 +1,7 @@
 /** `horsies tasks list|show|retry|cancel`, run as real processes against rows made directly with SQL. */
 import { describe, expect, it } from 'vitest';
-import type { TaskStatus } from '../../src/types.js';
+import * as factories from '../support/factories.js';
+import type { TaskSpec } from '../support/factories.js';
 import { runCli } from '../support/cli.js';
 import type { CliResult } from '../support/cli.js';
 import { databaseUrl, useTestSchema } from '../support/db.js';
@@ -11,73 +12,9 @@ function cli(...args: string[]): Promise<CliResult> {
   return runCli([...args, '--schema', t.schema], { DATABASE_URL: databaseUrl() });
 }
 
-interface TaskSpec {
-  taskName: string;
-  status?: TaskStatus;
-  queue?: string;
-  /** Terminal statuses: how long ago the task finished. Default 1 s. */
-  finishedAgoMs?: number;
-  errorCode?: string | null;
-}
-
-const TERMINAL: TaskStatus[] = ['COMPLETED', 'FAILED', 'CANCELLED', 'EXPIRED'];
-
-/** Inserts one task in the given state, respecting the CHECK constraints. Returns its id. */
-async function insertTask(spec: TaskSpec): Promise<string> {
-  const status = spec.status ?? 'PENDING';
-  const terminal = TERMINAL.includes(status);
-  const claimed = status === 'CLAIMED' || status === 'RUNNING';
-  const defaultCode: Partial<Record<TaskStatus, string>> = {
-    FAILED: 'BOOM',
-    CANCELLED: 'TASK_CANCELLED',
-    EXPIRED: 'TASK_EXPIRED',
-  };
-  const errorCode = spec.errorCode === undefined ? (defaultCode[status] ?? null) : spec.errorCode;
-  const result =
-    status === 'COMPLETED'
-      ? { ok: 'done' }
-      : terminal
-        ? { err: { code: errorCode ?? 'BOOM', message: 'made by the test' } }
-        : null;
-  const [row] = await t.query<{ id: string }>(
-    `INSERT INTO {{schema}}.horsies_tasks
-       (id, task_name, queue_name, status, claimed, claimed_by_worker_id, claimed_at, started_at, completed_at,
-        failed_at, finished_at, error_code, result, attempt)
-     SELECT gen_random_uuid()::text, $1::text, $2::text, $3::text, $4::boolean,
-            CASE WHEN $4::boolean THEN 'w-test' END,
-            CASE WHEN $4::boolean THEN now() END,
-            CASE WHEN $3::text = 'RUNNING' THEN now() END,
-            CASE WHEN $3::text = 'COMPLETED' THEN f.fin END,
-            CASE WHEN $3::text = 'FAILED' THEN f.fin END,
-            f.fin, $6::text, $7::jsonb, $8::int
-     FROM (SELECT CASE WHEN $9::boolean THEN now() - $5::bigint * interval '1 millisecond' END AS fin) f
-     RETURNING id`,
-    [
-      spec.taskName,
-      spec.queue ?? 'default',
-      status,
-      claimed,
-      spec.finishedAgoMs ?? 1000,
-      errorCode,
-      result === null ? null : JSON.stringify(result),
-      status === 'PENDING' || status === 'CLAIMED' || status === 'EXPIRED' ? 0 : 1,
-      terminal,
-    ],
-  );
-  return row!.id;
-}
-
-async function insertAttempt(
-  taskId: string,
-  attempt: number,
-  outcome: 'COMPLETED' | 'FAILED',
-): Promise<void> {
-  await t.query(
-    `INSERT INTO {{schema}}.horsies_task_attempts (task_id, attempt, outcome, started_at, finished_at, error_code)
-     VALUES ($1, $2, $3, now() - interval '1 minute', now(), $4)`,
-    [taskId, attempt, outcome, outcome === 'COMPLETED' ? null : 'BOOM'],
-  );
-}
+const insertTask = (spec: TaskSpec): Promise<string> => factories.insertTask(t, spec);
+const insertAttempt = (taskId: string, attempt: number, outcome: 'COMPLETED' | 'FAILED'): Promise<void> =>
+  factories.insertAttempt(t, taskId, attempt, outcome);
 
 async function row(
   id: string,

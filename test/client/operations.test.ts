@@ -11,104 +11,16 @@ import { TaskClaim, TaskStartMany } from '../../src/db/tasks.js';
 import { ConfigError, TaskError } from '../../src/errors.js';
 import type { TaskFilter } from '../../src/client/operations.js';
 import type { TaskStatus } from '../../src/types.js';
+import * as factories from '../support/factories.js';
+import type { TaskSpec } from '../support/factories.js';
 import { databaseUrl, eventually, useTestSchema } from '../support/db.js';
 
 const t = await useTestSchema();
 
-interface TaskSpec {
-  taskName: string;
-  status?: TaskStatus;
-  queue?: string;
-  /** Terminal statuses: how long ago the task finished. Default 1 s. */
-  finishedAgoMs?: number;
-  /** Terminal statuses: exact finish time (wins over finishedAgoMs). */
-  finishedAt?: Date;
-  errorCode?: string | null;
-  /** Positive: in the past; negative: in the future; null/undefined: none. */
-  goodUntilAgoMs?: number | null;
-  attempt?: number;
-  /** How many rows to insert (ids are generated). Default 1. */
-  count?: number;
-}
-
-const TERMINAL: TaskStatus[] = ['COMPLETED', 'FAILED', 'CANCELLED', 'EXPIRED'];
-
-/** Inserts tasks in the given state, respecting the CHECK constraints. Returns their ids. */
-async function insertTasks(spec: TaskSpec): Promise<string[]> {
-  const status = spec.status ?? 'PENDING';
-  const terminal = TERMINAL.includes(status);
-  const claimed = status === 'CLAIMED' || status === 'RUNNING';
-  const finishedAgo = terminal ? (spec.finishedAgoMs ?? 1000) : null;
-  const defaultCode: Partial<Record<TaskStatus, string>> = {
-    FAILED: 'BOOM',
-    CANCELLED: 'TASK_CANCELLED',
-    EXPIRED: 'TASK_EXPIRED',
-  };
-  const errorCode = spec.errorCode === undefined ? (defaultCode[status] ?? null) : spec.errorCode;
-  const result =
-    status === 'COMPLETED'
-      ? { ok: 'done' }
-      : terminal
-        ? { err: { code: errorCode ?? 'BOOM', message: 'made by the test' } }
-        : null;
-  const rows = await t.query<{ id: string }>(
-    `INSERT INTO {{schema}}.horsies_tasks
-       (id, task_name, queue_name, status, sent_at, enqueued_at, claimed, claimed_by_worker_id, claimed_at,
-        claim_generation, started_at, completed_at, failed_at, finished_at, error_code, result, attempt,
-        good_until)
-     SELECT gen_random_uuid()::text, $1::text, $2::text, $3::text,
-            COALESCE(f.fin, now()) - interval '1 second',
-            COALESCE(f.fin, now()) - interval '1 second',
-            $4::boolean,
-            CASE WHEN $4::boolean THEN 'w-test' END,
-            CASE WHEN $4::boolean THEN now() END,
-            CASE WHEN $4::boolean THEN 1 ELSE 0 END,
-            CASE WHEN $3::text = 'RUNNING' THEN now() END,
-            CASE WHEN $3::text = 'COMPLETED' THEN f.fin END,
-            CASE WHEN $3::text = 'FAILED' THEN f.fin END,
-            f.fin,
-            $6::text, $7::jsonb, $8::int,
-            now() - $9::bigint * interval '1 millisecond'
-     FROM generate_series(1, $10::int),
-          LATERAL (SELECT CASE WHEN $11::boolean
-                          THEN COALESCE($12::timestamptz, now() - $5::bigint * interval '1 millisecond')
-                          END AS fin) f
-     RETURNING id`,
-    [
-      spec.taskName,
-      spec.queue ?? 'default',
-      status,
-      claimed,
-      finishedAgo,
-      errorCode,
-      result === null ? null : JSON.stringify(result),
-      spec.attempt ?? (status === 'PENDING' || status === 'CLAIMED' || status === 'EXPIRED' ? 0 : 1),
-      spec.goodUntilAgoMs ?? null,
-      spec.count ?? 1,
-      terminal,
-      spec.finishedAt ?? null,
-    ],
-  );
-  return rows.map((r) => r.id);
-}
-
-async function insertTask(spec: TaskSpec): Promise<string> {
-  const [id] = await insertTasks({ ...spec, count: 1 });
-  return id!;
-}
-
-/** Adds a finished attempt row to a task. */
-async function insertAttempt(
-  taskId: string,
-  attempt: number,
-  outcome: 'COMPLETED' | 'FAILED',
-): Promise<void> {
-  await t.query(
-    `INSERT INTO {{schema}}.horsies_task_attempts (task_id, attempt, outcome, started_at, finished_at, error_code)
-     VALUES ($1, $2, $3, now() - interval '1 hour', now() - interval '1 hour', $4)`,
-    [taskId, attempt, outcome, outcome === 'COMPLETED' ? null : 'BOOM'],
-  );
-}
+const insertTasks = (spec: TaskSpec): Promise<string[]> => factories.insertTasks(t, spec);
+const insertTask = (spec: TaskSpec): Promise<string> => factories.insertTask(t, spec);
+const insertAttempt = (taskId: string, attempt: number, outcome: 'COMPLETED' | 'FAILED'): Promise<void> =>
+  factories.insertAttempt(t, taskId, attempt, outcome);
 
 interface Row {
   id: string;
