@@ -1,4 +1,5 @@
--- Liveness: leader election for maintenance, and the heartbeat index the reaper reads.
+-- Liveness: leader election for maintenance. (The reaper reads CLAIMED and RUNNING rows through the in-flight
+-- index of migration 1: there are few of them, and every extra index on a status change costs each transition.)
 
 -- One row per elected role (today only 'maintenance'). A leader holds its row while `expires_at` is in the
 -- future and renews it; anyone may take an expired row. Works behind PgBouncer (no session state).
@@ -10,12 +11,3 @@ CREATE TABLE {{schema}}.horsies_leaders (
   expires_at timestamptz NOT NULL,
   CONSTRAINT horsies_leaders_expiry_check CHECK (expires_at > elected_at)
 );
-
--- The reaper looks for CLAIMED and RUNNING rows by age.
-CREATE INDEX horsies_tasks_claimed_at_idx
-  ON {{schema}}.horsies_tasks (claimed_at)
-  WHERE status = 'CLAIMED';
-
-CREATE INDEX horsies_tasks_started_at_idx
-  ON {{schema}}.horsies_tasks (started_at)
-  WHERE status = 'RUNNING';
