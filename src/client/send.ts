@@ -88,7 +88,9 @@ export async function prepareTask(
     goodUntil: options.goodUntil ?? null,
     // The digest only matters when a repeat is possible: an explicit id or idempotency key.
     enqueueSha:
-      options.id !== undefined || options.idempotencyKey !== undefined ? payloadDigest(target.name, kwargs) : null,
+      options.id !== undefined || options.idempotencyKey !== undefined
+        ? payloadDigest(target.name, kwargs)
+        : null,
     idempotencyKey: options.idempotencyKey ?? null,
     maxRetries: target.maxRetries,
     retentionMs: target.retentionMs ?? ctx.queueRetentionMs.get(queueName) ?? null,

@@ -18,17 +18,17 @@ export const HeartbeatInsertMany = statement<
   { id: string }
 >(
   'HeartbeatInsertMany',
-  `WITH input AS (
-     SELECT * FROM unnest($1::text[], $2::int[]) AS i(id, generation)
-   ), owned AS (
-     SELECT t.id, t.claimed_at FROM {{schema}}.horsies_tasks t JOIN input i ON i.id = t.id
-     WHERE t.id = ANY($1::text[]) AND t.claimed_by_worker_id = $3 AND t.claim_generation = i.generation
+  `WITH owned AS (
+     -- By primary key ($1), each row's claim generation matched as 'id:generation' ($2): no join with the input.
+     SELECT t.id, t.claimed_at FROM {{schema}}.horsies_tasks t
+     WHERE t.id = ANY ($1::text[]) AND (t.id || ':' || t.claim_generation) = ANY ($2::text[])
+       AND t.claimed_by_worker_id = $3
        AND t.status = CASE WHEN $4::text = 'claimer' THEN 'CLAIMED' ELSE 'RUNNING' END
    ), renewed AS (
      UPDATE {{schema}}.horsies_tasks t
      SET claim_expires_at = now() + $7 * interval '1 millisecond'
-     FROM owned o
-     WHERE $4::text = 'claimer' AND t.id = o.id AND o.claimed_at > now() - $8 * interval '1 millisecond'
+     WHERE $4::text = 'claimer'
+       AND t.id = ANY (ARRAY(SELECT id FROM owned WHERE claimed_at > now() - $8 * interval '1 millisecond'))
    ), sent AS (
      INSERT INTO {{schema}}.horsies_heartbeats (task_id, sender_id, role, hostname, pid)
      SELECT id, $3, $4, $5, $6 FROM owned
@@ -36,7 +36,7 @@ export const HeartbeatInsertMany = statement<
    SELECT id FROM owned`,
   ({ worker, role, tasks, leaseMs, maxClaimAgeMs }) => [
     tasks.map((t) => t.id),
-    tasks.map((t) => t.generation),
+    tasks.map((t) => `${t.id}:${t.generation}`),
     worker.workerId,
     role,
     worker.hostname,

@@ -250,7 +250,9 @@ export interface TaskStartRow {
 export const TaskStartMany = statement<{ workerId: string; tasks: OwnedTask[] }, TaskStartRow>(
   'TaskStartMany',
   // One UPDATE: its WHERE is re-checked on the latest row version under the row lock, so a claim superseded
-  // meanwhile (reaped, cancelled) is skipped, and the expiry test reads the row being changed.
+  // meanwhile (reaped, cancelled) is skipped, and the expiry test reads the row being changed. Rows are found
+  // by primary key ($2); the claim generation each must still have is matched as 'id:generation' ($3), so no
+  // join with the input is needed.
   `UPDATE {{schema}}.horsies_tasks t
    SET status = CASE WHEN t.good_until <= now() THEN 'EXPIRED' ELSE 'RUNNING' END,
        started_at = CASE WHEN t.good_until <= now() THEN NULL ELSE now() END,
@@ -263,10 +265,11 @@ export const TaskStartMany = statement<{ workerId: string; tasks: OwnedTask[] },
        result = CASE WHEN t.good_until <= now() THEN jsonb_build_object('err', jsonb_build_object(
                   'code', 'TASK_EXPIRED', 'message', 'good_until passed before the task started')) END,
        updated_at = now()
-   FROM unnest($2::text[], $3::int[]) AS i(id, generation)
-   WHERE t.id = i.id AND t.status = 'CLAIMED' AND t.claimed_by_worker_id = $1 AND t.claim_generation = i.generation
+   WHERE t.id = ANY ($2::text[])
+     AND (t.id || ':' || t.claim_generation) = ANY ($3::text[])
+     AND t.status = 'CLAIMED' AND t.claimed_by_worker_id = $1
    RETURNING t.id, t.status, t.attempt, t.started_at`,
-  ({ workerId, tasks }) => [workerId, tasks.map((t) => t.id), tasks.map((t) => t.generation)],
+  ({ workerId, tasks }) => [workerId, tasks.map((t) => t.id), tasks.map((t) => `${t.id}:${t.generation}`)],
 );
 
 /** The outcome of one execution, as the worker (or the reaper) hands it over to be written. */
@@ -314,6 +317,8 @@ export const TaskFinishMany = statement<{ tasks: TaskFinish[] }, TaskFinishRow>(
        AS i(id, worker_id, generation, status, result, error_code, error_message, failed_reason, retry_delay_ms,
             crashed)
    ), decided AS (
+     -- Driven from the input, one primary-key lookup per task: a join the other way round can turn into a
+     -- nested loop over every in-flight row of the worker times every input row.
      SELECT i.*, t.attempt, t.started_at, t.worker_hostname, t.worker_pid, t.worker_process_name,
             CASE
               WHEN i.status <> 'RETRY' THEN i.status
@@ -322,10 +327,15 @@ export const TaskFinishMany = statement<{ tasks: TaskFinish[] }, TaskFinishRow>(
                    AND now() + i.retry_delay_ms * interval '1 millisecond' >= t.good_until THEN 'FAILED'
               ELSE 'RETRY'
             END AS final
-     FROM {{schema}}.horsies_tasks t JOIN input i ON i.id = t.id
-     WHERE t.id = ANY($1::text[])
-       AND t.status = 'RUNNING' AND t.claimed_by_worker_id = i.worker_id AND t.claim_generation = i.generation
-     FOR UPDATE OF t
+     FROM input i
+     CROSS JOIN LATERAL (
+       SELECT t.attempt, t.started_at, t.worker_hostname, t.worker_pid, t.worker_process_name,
+              t.cancel_requested_at, t.good_until
+       FROM {{schema}}.horsies_tasks t
+       WHERE t.id = i.id AND t.status = 'RUNNING' AND t.claimed_by_worker_id = i.worker_id
+         AND t.claim_generation = i.generation
+       FOR UPDATE
+     ) t
    ), finished AS (
      UPDATE {{schema}}.horsies_tasks t
      SET status = CASE WHEN d.final IN ('RETRY', 'RELEASE') THEN 'PENDING' ELSE d.final END,
