@@ -22,8 +22,9 @@ export const HeartbeatInsertMany = statement<
      -- By primary key ($1), each row's claim generation matched as 'id:generation' ($2): no join with the input.
      SELECT t.id, t.claimed_at FROM {{schema}}.horsies_tasks t
      WHERE t.id = ANY ($1::text[]) AND (t.id || ':' || t.claim_generation) = ANY ($2::text[])
-       AND t.claimed_by_worker_id = $3
-       AND t.status = CASE WHEN $4::text = 'claimer' THEN 'CLAIMED' ELSE 'RUNNING' END
+       -- Not indexable on purpose (|| ''): found by primary key, not by scanning the in-flight index.
+       AND t.claimed_by_worker_id || '' = $3
+       AND t.status || '' = CASE WHEN $4::text = 'claimer' THEN 'CLAIMED' ELSE 'RUNNING' END
    ), renewed AS (
      UPDATE {{schema}}.horsies_tasks t
      SET claim_expires_at = now() + $7 * interval '1 millisecond'

@@ -267,7 +267,8 @@ export const TaskStartMany = statement<{ workerId: string; tasks: OwnedTask[] },
        updated_at = now()
    WHERE t.id = ANY ($2::text[])
      AND (t.id || ':' || t.claim_generation) = ANY ($3::text[])
-     AND t.status = 'CLAIMED' AND t.claimed_by_worker_id = $1
+     -- Not indexable on purpose (|| ''): the rows must be found by primary key, not by scanning the in-flight index.
+     AND t.status || '' = 'CLAIMED' AND t.claimed_by_worker_id || '' = $1
    RETURNING t.id, t.status, t.attempt, t.started_at`,
   ({ workerId, tasks }) => [workerId, tasks.map((t) => t.id), tasks.map((t) => `${t.id}:${t.generation}`)],
 );
@@ -329,13 +330,16 @@ export const TaskFinishMany = statement<{ tasks: TaskFinish[] }, TaskFinishRow>(
             END AS final
      FROM input i
      CROSS JOIN LATERAL (
-       SELECT t.attempt, t.started_at, t.worker_hostname, t.worker_pid, t.worker_process_name,
-              t.cancel_requested_at, t.good_until
+       SELECT t.status, t.claimed_by_worker_id, t.claim_generation, t.attempt, t.started_at, t.worker_hostname,
+              t.worker_pid, t.worker_process_name, t.cancel_requested_at, t.good_until
        FROM {{schema}}.horsies_tasks t
-       WHERE t.id = i.id AND t.status = 'RUNNING' AND t.claimed_by_worker_id = i.worker_id
-         AND t.claim_generation = i.generation
+       WHERE t.id = i.id
        FOR UPDATE
      ) t
+     -- Written so that no index can serve it (status || ''): a generic plan would otherwise prefer the in-flight
+     -- index and scan all of the worker's rows for each input row, instead of one primary-key lookup.
+     WHERE t.status || '' = 'RUNNING' AND t.claimed_by_worker_id || '' = i.worker_id
+       AND t.claim_generation = i.generation
    ), finished AS (
      UPDATE {{schema}}.horsies_tasks t
      SET status = CASE WHEN d.final IN ('RETRY', 'RELEASE') THEN 'PENDING' ELSE d.final END,
