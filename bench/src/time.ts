@@ -25,6 +25,26 @@ export async function withTimeout<T>(promise: Promise<T>, ms: number, what: stri
   }
 }
 
+/**
+ * Like {@link withTimeout} for a promise that yields a resource: when the timeout wins, the resource is still
+ * disposed of once (if ever) it arrives, so a slow start does not leak pools or workers.
+ */
+export async function acquireWithTimeout<T>(
+  promise: Promise<T>,
+  ms: number,
+  what: string,
+  dispose: (value: T) => Promise<unknown>,
+): Promise<T> {
+  try {
+    return await withTimeout(promise, ms, what);
+  } catch (error) {
+    if (error instanceof TimeoutError) {
+      promise.then(dispose).catch(() => undefined);
+    }
+    throw error;
+  }
+}
+
 /** Calls `check` every `intervalMs` until it returns true; throws a TimeoutError after `timeoutMs`. */
 export async function waitUntil(
   check: () => boolean | Promise<boolean>,

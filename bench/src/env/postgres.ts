@@ -50,6 +50,20 @@ export async function startPostgres(): Promise<PostgresEnv> {
       throw error;
     }
   }
+  try {
+    return await connectPostgres(url, external ? 'DATABASE_URL' : 'embedded', stopServer);
+  } catch (error) {
+    await stopServer();
+    throw error;
+  }
+}
+
+/** Connects to a running server; `stopServer` runs after the pool ends in `stop()`. */
+export async function connectPostgres(
+  url: string,
+  source: PostgresEnv['source'],
+  stopServer: () => Promise<void> = async () => undefined,
+): Promise<PostgresEnv> {
   const admin = new pg.Pool({ connectionString: url, max: 4 });
   // A pool error (a server restart, say) must not crash the process; the next query reports it.
   admin.on('error', (error) => console.error(`warning: admin connection: ${error.message}`));
@@ -58,7 +72,7 @@ export async function startPostgres(): Promise<PostgresEnv> {
     const { rows } = await admin.query<{ server_version: string }>('SHOW server_version');
     return {
       url,
-      source: external ? 'DATABASE_URL' : 'embedded',
+      source,
       version: rows[0]?.server_version ?? 'unknown',
       admin,
       async dropSchema(schema) {
@@ -83,7 +97,6 @@ export async function startPostgres(): Promise<PostgresEnv> {
     };
   } catch (error) {
     await admin.end().catch(() => undefined);
-    await stopServer();
     throw error;
   }
 }

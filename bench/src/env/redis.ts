@@ -20,6 +20,8 @@ export interface RedisEnv {
   /** Deletes every key. */
   flush(): Promise<void>;
   stop(): Promise<void>;
+  /** Kills the server at once (synchronous; for signals). */
+  kill(): void;
 }
 
 export type RedisStart = { ok: true; redis: RedisEnv } | { ok: false; reason: string };
@@ -36,6 +38,12 @@ export async function startRedis(): Promise<RedisStart> {
     { stdio: 'ignore' },
   );
   let exited = false;
+  // Never outlive the harness, even when it ends without cleaning up (a signal, a crash).
+  const killNow = (): void => {
+    if (!exited) child.kill('SIGKILL');
+    rmSync(dir, { recursive: true, force: true });
+  };
+  process.once('exit', killNow);
   child.once('exit', () => (exited = true));
   child.once('error', () => (exited = true));
   const client = new Redis({ host: '127.0.0.1', port, lazyConnect: true, maxRetriesPerRequest: 1 });
@@ -44,9 +52,14 @@ export async function startRedis(): Promise<RedisStart> {
     client.disconnect();
     await stopChild(child, () => exited);
     rmSync(dir, { recursive: true, force: true });
+    process.off('exit', killNow);
   };
   try {
-    const version = await withTimeout(waitReady(client, () => exited), 15_000, 'redis-server start');
+    const version = await withTimeout(
+      waitReady(client, () => exited),
+      15_000,
+      'redis-server start',
+    );
     return {
       ok: true,
       redis: {
@@ -57,6 +70,7 @@ export async function startRedis(): Promise<RedisStart> {
           await client.flushall();
         },
         stop,
+        kill: killNow,
       },
     };
   } catch (error) {

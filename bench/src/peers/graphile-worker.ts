@@ -4,6 +4,7 @@
  */
 import { Logger, makeWorkerUtils, run } from 'graphile-worker';
 import type { WorkerUtils } from 'graphile-worker';
+import { sleep } from '../time.js';
 import { CONCURRENCY, chunks, runNoop } from './types.js';
 import type { BenchEnv, NoopPayload, PeerSession, Subject, WorkerHooks } from './types.js';
 
@@ -82,6 +83,12 @@ async function openGraphile(env: BenchEnv, variant: GraphileVariant): Promise<Pe
     );
     return rows[0]?.n ?? 0;
   };
+  const countLocked = async (): Promise<number> => {
+    const { rows } = await admin.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM "${schema}"._private_jobs WHERE locked_at IS NOT NULL`,
+    );
+    return rows[0]?.n ?? 0;
+  };
   return {
     async enqueueBatch(first, count, chunk) {
       for (const seqs of chunks(first, count, chunk)) {
@@ -108,12 +115,22 @@ async function openGraphile(env: BenchEnv, variant: GraphileVariant): Promise<Pe
         },
         preset: { worker: variant.worker },
       });
-      return { stop: () => runner.stop() };
+      return {
+        async stop() {
+          await runner.stop();
+          // With completeJobBatchDelay -1 a job's completion is sent without being awaited, so stop() can
+          // return before the last completions land; wait (briefly) until no job is left locked.
+          const deadline = performance.now() + 5_000;
+          while ((await countLocked()) > 0 && performance.now() < deadline) await sleep(20);
+        },
+      };
     },
     countQueued: countRows,
     async countFinished() {
       return enqueued - (await countRows());
     },
-    close: () => utils.release(),
+    async close() {
+      await utils.release();
+    },
   };
 }

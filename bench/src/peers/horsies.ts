@@ -25,6 +25,15 @@ export const HORSIES_VARIANTS: HorsiesVariant[] = [
       'defaults: app.worker({ concurrency: 10 }) (claim batch = concurrency, LISTEN/NOTIFY wake-ups, 2 s poll, ' +
       'finishes written in batches of up to 500); every state change is a durable PostgreSQL commit.',
   },
+  {
+    id: 'horsies-prefetch',
+    schema: 'bench_horsies_prefetch',
+    worker: { concurrency: CONCURRENCY, prefetch: 490, maxClaimBatch: 500 },
+    settings:
+      'app.worker({ concurrency: 10, prefetch: 490, maxClaimBatch: 500 }): up to 500 tasks claimed ahead in one ' +
+      'statement and held CLAIMED (leased, with claimer heartbeats), started 10 at a time as slots free. A crash ' +
+      'strands the prefetched claims until claimedStaleThresholdMs; a graceful stop hands them back at once.',
+  },
 ];
 
 export function horsiesSubject(variant: HorsiesVariant): Subject {
@@ -36,7 +45,10 @@ export function horsiesSubject(variant: HorsiesVariant): Subject {
     settings: variant.settings,
     finished:
       'task row in status COMPLETED and its COMPLETED row in horsies_task_attempts (both counted in SQL)',
-    recoveryNote: { skip: 'not implemented yet (horsies has no heartbeats or reaper today)' },
+    // When horsies has heartbeats and a reaper: set this to null and, in startWorker below, map the recovery
+    // settings onto the worker config (claimLeaseMs = leaseMs, the reaper's interval = checkIntervalMs,
+    // pollIntervalMs). The scenario, the child process and the tables need no change.
+    recoveryNote: null,
     reset: (env) => env.postgres.dropSchema(variant.schema),
     open: (env, recovery) => openHorsies(env, variant, recovery),
   };
@@ -45,13 +57,21 @@ export function horsiesSubject(variant: HorsiesVariant): Subject {
 async function openHorsies(
   env: BenchEnv,
   variant: HorsiesVariant,
-  _recovery?: RecoverySettings,
+  recovery?: RecoverySettings,
 ): Promise<PeerSession> {
   const schema = variant.schema;
   const app = createApp({
     databaseUrl: env.postgres.url,
     schema,
     logger: pino({ level: process.env.HORSIES_LOG_LEVEL ?? 'warn' }),
+    // The shared thresholds: the lease is the stale threshold, heartbeats at half of it, the reaper's check as given.
+    recovery: recovery && {
+      claimerHeartbeatIntervalMs: recovery.leaseMs / 2,
+      claimedStaleThresholdMs: recovery.leaseMs,
+      runnerHeartbeatIntervalMs: recovery.leaseMs / 2,
+      runningStaleThresholdMs: recovery.leaseMs,
+      checkIntervalMs: recovery.checkIntervalMs,
+    },
   });
   let hooks: WorkerHooks | null = null;
   try {
@@ -63,6 +83,8 @@ async function openHorsies(
   const noop = app.task({
     name: 'bench.noop',
     input: z.object({ seq: z.number().int() }),
+    // In the recovery scenario a run cut short by a crash is retried, so it runs again elsewhere.
+    retry: recovery && { maxRetries: 3, retryOn: ['WORKER_CRASHED'], baseDelayMs: 0 },
     handler: ({ seq }) => runNoop(hooks, seq),
   });
   const admin = env.postgres.admin;
@@ -75,9 +97,13 @@ async function openHorsies(
     async sendOne(seq) {
       await noop.send({ seq });
     },
-    async startWorker(workerHooks) {
+    async startWorker(workerHooks, workerRecovery) {
       hooks = workerHooks;
-      const worker = app.worker(variant.worker);
+      const worker = app.worker(
+        workerRecovery
+          ? { ...variant.worker, pollIntervalMs: workerRecovery.pollIntervalMs }
+          : variant.worker,
+      );
       worker.on('worker:error', (error) => console.error(`horsies worker error: ${String(error)}`));
       await worker.start();
       return { stop: () => worker.stop() };

@@ -1,0 +1,63 @@
+/** Command-line options of `npm run bench`. */
+
+export interface CliOptions {
+  quick: boolean;
+  rounds: number | null;
+  only: string[] | null;
+  peers: string[] | null;
+  help: boolean;
+}
+
+export const USAGE = `usage: npm run bench -- [--quick] [--rounds N] [--only SCENARIOS] [--peers PEERS]
+
+  --quick           small sizes and 1 round (a few minutes)
+  --rounds N        rounds of every scenario (default: 3, but 1 for backlog; --quick: 1)
+  --only LIST       comma-separated scenarios: bulk,drain,latency,backlog,recovery
+  --peers LIST      comma-separated subjects or packages, e.g. horsies,graphile-worker,bullmq-redis
+                    (a package name selects all its variants)
+
+Uses DATABASE_URL when set, otherwise starts an embedded PostgreSQL; uses /usr/bin/redis-server when
+installed for bullmq-redis.`;
+
+export function parseArgs(args: string[]): CliOptions {
+  const options: CliOptions = { quick: false, rounds: null, only: null, peers: null, help: false };
+  const list = (value: string | undefined, flag: string): string[] => {
+    if (!value || value.startsWith('--')) throw new Error(`${flag} needs a comma-separated list`);
+    return value
+      .split(',')
+      .map((s) => s.trim())
+      .filter(Boolean);
+  };
+  for (let i = 0; i < args.length; i++) {
+    const arg = args[i] as string;
+    const [flag, inline] = arg.includes('=')
+      ? [arg.slice(0, arg.indexOf('=')), arg.slice(arg.indexOf('=') + 1)]
+      : [arg, undefined];
+    const value = (): string | undefined => inline ?? args[++i];
+    switch (flag) {
+      case '--quick':
+        options.quick = true;
+        break;
+      case '--rounds': {
+        const n = Number(value());
+        if (!Number.isInteger(n) || n < 1 || n > 100)
+          throw new Error('--rounds needs an integer from 1 to 100');
+        options.rounds = n;
+        break;
+      }
+      case '--only':
+        options.only = list(value(), '--only');
+        break;
+      case '--peers':
+        options.peers = list(value(), '--peers');
+        break;
+      case '--help':
+      case '-h':
+        options.help = true;
+        break;
+      default:
+        throw new Error(`unknown argument: ${arg}`);
+    }
+  }
+  return options;
+}
