@@ -100,6 +100,71 @@ describe('caps across worker processes', () => {
   }, 90_000);
 });
 
+describe('ordering across worker processes', () => {
+  it('claims a lower-priority queue only when no higher-priority task waits, and FIFO within a priority', async () => {
+    const appConfig = {
+      queues: [
+        { name: 'first', priority: 1 },
+        { name: 'second', priority: 2 },
+      ],
+    };
+    const producer = t.app({ queues: appConfig.queues });
+    const work = producer.task({
+      name: 'cap.work',
+      input: z.object({ ms: z.number(), label: z.string() }),
+      handler: () => 'unused',
+    });
+    // Everything waits before any worker starts, so the order is the workers' choice alone.
+    const second = await work.sendMany(
+      Array.from({ length: 30 }, (_, i) => ({ input: { ms: 15, label: `s${i}` }, queue: 'second' })),
+    );
+    const first = await work.sendMany(
+      Array.from({ length: 30 }, (_, i) => ({ input: { ms: 15, label: `f${i}` }, queue: 'first' })),
+    );
+    const env = {
+      databaseUrl: databaseUrl(),
+      schema: t.schema,
+      appConfig,
+      module: 'test/fixtures/capacityApp.ts',
+    };
+    const workers = [0, 1].map(() =>
+      startWorkerProcess(env, ['--concurrency', '2', '--poll-interval', '100']),
+    );
+    await Promise.all([...first, ...second].map((h) => h.result({ timeoutMs: 60_000 })));
+
+    const rows = await t.query<{ id: string; queue_name: string; enqueued_at: Date; claimed_at: Date }>(
+      `SELECT id, queue_name, enqueued_at, claimed_at FROM {{schema}}.horsies_tasks WHERE id = ANY($1)`,
+      [[...first, ...second].map((h) => h.id)],
+    );
+    const firstRows = rows.filter((r) => r.queue_name === 'first');
+    const secondRows = rows.filter((r) => r.queue_name === 'second');
+    // Claims running at the same moment in two workers may interleave by a few milliseconds (SKIP LOCKED
+    // passes over rows another claim holds); anything beyond that is a real inversion.
+    const overlapMs = 20;
+    const inversions = secondRows.filter((s) =>
+      firstRows.some((f) => f.claimed_at.getTime() > s.claimed_at.getTime() + overlapMs),
+    );
+    expect(inversions).toEqual([]);
+    const fifo = [firstRows, secondRows].flatMap((queue) =>
+      queue.filter((a) =>
+        queue.some(
+          (b) =>
+            b.enqueued_at.getTime() < a.enqueued_at.getTime() &&
+            b.claimed_at.getTime() > a.claimed_at.getTime() + overlapMs,
+        ),
+      ),
+    );
+    expect(fifo).toEqual([]);
+    const pids = await t.query<{ pid: number }>(
+      `SELECT DISTINCT pid FROM {{schema}}.cap_runs WHERE task_id = ANY($1)`,
+      [[...first, ...second].map((h) => h.id)],
+    );
+    expect(pids.length).toBe(2);
+    for (const w of workers) w.child.kill('SIGTERM');
+    expect(await Promise.all(workers.map((w) => w.exited))).toEqual([0, 0]);
+  }, 90_000);
+});
+
 describe('ordering', () => {
   it('serves higher-priority queues first, and FIFO by enqueued_at within a priority', async () => {
     const app = t.app({
