@@ -12,7 +12,7 @@ import type { MigrateResult } from '../db/Migrator.js';
 import { AttemptListByTask, TaskGet } from '../db/tasks.js';
 import { ConfigError, UnknownQueueError } from '../errors.js';
 import type { TaskResult } from '../errors.js';
-import type { TaskInfo } from '../types.js';
+import type { TaskInfo, TaskStatus } from '../types.js';
 import { Worker } from '../worker/Worker.js';
 import type { WorkerConfig } from '../worker/config.js';
 import { parseConfig } from '../config.js';
@@ -26,7 +26,14 @@ import type { ResolvedTaskPolicies, TaskConfig } from './TaskDefinition.js';
 import type { HandleHost } from './TaskHandle.js';
 import { TaskHandle } from './TaskHandle.js';
 import { toTaskInfo } from './taskInfo.js';
-import { cancelTask, listQueues, listTasks, resubmitTasks, setQueuePaused } from './operations.js';
+import {
+  cancelTask,
+  countTasks,
+  listQueues,
+  listTasks,
+  resubmitTasks,
+  setQueuePaused,
+} from './operations.js';
 import type { CancelResult, QueueInfo, ResubmitResult, TaskFilter } from './operations.js';
 
 const APP_BRAND = Symbol.for('horsies.App');
@@ -170,6 +177,11 @@ export class App implements HandleHost {
   /** Tasks matching a filter (for example the dead-letter set: `{ status: 'FAILED' }`), newest first. */
   listTasks(filter: TaskFilter = {}, page: { limit?: number; offset?: number } = {}): Promise<TaskInfo[]> {
     return listTasks(this.db, filter, page);
+  }
+
+  /** How many tasks match a filter, per status (every status present). */
+  countTasks(filter: TaskFilter = {}): Promise<Record<TaskStatus, number>> {
+    return countTasks(this.db, filter);
   }
 
   /**

@@ -6,7 +6,7 @@ import { z } from 'zod';
 import { QUEUE_NAME_PATTERN, parseConfig } from '../config.js';
 import { ConfigError } from '../errors.js';
 import type { Database } from '../db/Database.js';
-import { ClockNow, TaskCancel, TaskList, TaskResubmit } from '../db/admin.js';
+import { ClockNow, TaskCancel, TaskCountByFilter, TaskList, TaskResubmit } from '../db/admin.js';
 import { QueueOverview, QueueSetPaused, ServedTaskNames } from '../db/capacity.js';
 import type { TaskFilterParams } from '../db/admin.js';
 import { TASK_STATUSES } from '../types.js';
@@ -85,6 +85,14 @@ export async function listTasks(
   );
   const rows = await db.run(TaskList, { ...toParams(filter), limit, offset });
   return rows.map((row) => toTaskInfo(row));
+}
+
+/** How many tasks match `filter`, per status (every status present, 0 where none). */
+export async function countTasks(db: Database, filter: TaskFilter = {}): Promise<Record<TaskStatus, number>> {
+  const counts = Object.fromEntries(TASK_STATUSES.map((s) => [s, 0])) as Record<TaskStatus, number>;
+  for (const row of await db.run(TaskCountByFilter, toParams(filter)))
+    counts[row.status as TaskStatus] = row.count;
+  return counts;
 }
 
 /** Cancels one task (see {@link CancelResult}). */

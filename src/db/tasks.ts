@@ -416,15 +416,6 @@ export const TaskGetOutcomes = statement<
   ({ ids }) => [ids],
 );
 
-/** Count of tasks per status, optionally for some task names only. */
-export const TaskCountByStatus = statement<{ taskNames: string[] | null }, { status: string; count: number }>(
-  'TaskCountByStatus',
-  `SELECT status, count(*)::int AS count FROM {{schema}}.horsies_tasks
-   WHERE $1::text[] IS NULL OR task_name = ANY($1::text[])
-   GROUP BY status`,
-  ({ taskNames }) => [taskNames],
-);
-
 /** The attempts of one task, in order. */
 export const AttemptListByTask = statement<{ taskId: string }, AttemptRow>(
   'AttemptListByTask',

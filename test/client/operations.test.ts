@@ -68,6 +68,29 @@ async function statusCounts(taskName: string): Promise<Record<string, number>> {
 
 const ids = (tasks: Array<{ id: string }>): string[] => tasks.map((x) => x.id);
 
+describe('app.countTasks', () => {
+  it('counts tasks by status for a filter, with every status present', async () => {
+    const app = t.app();
+    await insertTasks({ taskName: 'ops.count', status: 'FAILED', count: 3 });
+    await insertTasks({ taskName: 'ops.count', status: 'COMPLETED', count: 2 });
+    await insertTasks({ taskName: 'ops.count', count: 4 });
+    await insertTasks({ taskName: 'ops.count.other', status: 'FAILED', count: 5 });
+    expect(await app.countTasks({ taskName: 'ops.count' })).toEqual({
+      PENDING: 4,
+      CLAIMED: 0,
+      RUNNING: 0,
+      COMPLETED: 2,
+      FAILED: 3,
+      CANCELLED: 0,
+      EXPIRED: 0,
+    });
+    expect((await app.countTasks({ taskName: 'ops.count', status: ['FAILED', 'PENDING'] })).COMPLETED).toBe(
+      0,
+    );
+    await expect(app.countTasks({ status: 'DONE' as never })).rejects.toThrow(ConfigError);
+  });
+});
+
 describe('app.listTasks', () => {
   it('filters by status and task name, newest finished first', async () => {
     const app = t.app();
