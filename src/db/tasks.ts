@@ -123,8 +123,10 @@ export const TaskInsertMany = statement<{ tasks: TaskInsert[] }, TaskInsertConfl
    FROM input i
    LEFT JOIN inserted n ON n.id = i.id
    LEFT JOIN LATERAL (
+     -- Looked up only for the rows the insert skipped (n.id IS NULL), not for every row sent.
      SELECT e.id, e.enqueue_sha FROM {{schema}}.horsies_tasks e
-     WHERE e.id = i.id OR (i.idempotency_key IS NOT NULL AND e.idempotency_key = i.idempotency_key)
+     WHERE n.id IS NULL
+       AND (e.id = i.id OR (i.idempotency_key IS NOT NULL AND e.idempotency_key = i.idempotency_key))
      LIMIT 1
    ) t ON true
    WHERE n.id IS NULL`,
