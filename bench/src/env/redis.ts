@@ -5,10 +5,10 @@
 import { spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
+import { freePort } from '../../../src/db/EmbeddedServer.js';
 import { errorMessage, sleep, withTimeout } from '../time.js';
 
 export const REDIS_SERVER_PATH = '/usr/bin/redis-server';
@@ -102,19 +102,4 @@ async function stopChild(child: ChildProcess, exited: () => boolean): Promise<vo
     child.kill('SIGKILL');
     await withTimeout(done, 5_000, 'redis-server kill').catch(() => undefined);
   }
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.unref();
-    server.on('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      server.close(() => {
-        if (address && typeof address === 'object') resolve(address.port);
-        else reject(new Error('could not find a free port'));
-      });
-    });
-  });
 }
