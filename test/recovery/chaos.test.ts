@@ -5,6 +5,7 @@
  */
 import { afterAll, expect, it } from 'vitest';
 import { databaseUrl, eventually, useTestSchema } from '../support/db.js';
+import { importFixture } from '../support/fixtures.js';
 import { startWorkerProcess } from '../support/processes.js';
 import type { WorkerProcess } from '../support/processes.js';
 
@@ -18,11 +19,7 @@ const recovery = {
   runningStaleThresholdMs: 800,
   checkIntervalMs: 250,
 };
-process.env.DATABASE_URL ??= databaseUrl();
-process.env.HORSIES_SCHEMA = t.schema;
-process.env.HORSIES_LOG_LEVEL = 'silent';
-const fixture = await import('../fixtures/app.js');
-delete process.env.HORSIES_SCHEMA;
+const fixture = await importFixture({ schema: t.schema }, () => import('../fixtures/app.js'));
 afterAll(() => fixture.app.close());
 
 const TASKS = 2_000;

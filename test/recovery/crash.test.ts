@@ -8,6 +8,7 @@ import type { App } from '../../src/client/App.js';
 import { Reaper } from '../../src/recovery/Reaper.js';
 import type { ReaperResult } from '../../src/recovery/Reaper.js';
 import { databaseUrl, eventually, useTestSchema, waitForEvent, trackStarts } from '../support/db.js';
+import { fixtureModule, importFixture } from '../support/fixtures.js';
 import { startWorkerProcess } from '../support/processes.js';
 
 const t = await useTestSchema();
@@ -22,14 +23,8 @@ const recovery = {
 };
 
 // The in-process survivor uses the same app module as the worker processes, configured through the environment.
-process.env.DATABASE_URL ??= databaseUrl();
-process.env.HORSIES_SCHEMA = t.schema;
-process.env.HORSIES_TEST_RECOVERY = JSON.stringify(recovery);
-process.env.HORSIES_LOG_LEVEL = 'silent';
-const fixture = await import('../fixtures/app.js');
-const appModule = new URL('../fixtures/app.ts', import.meta.url).href;
-delete process.env.HORSIES_SCHEMA;
-delete process.env.HORSIES_TEST_RECOVERY;
+const fixture = await importFixture({ schema: t.schema, recovery }, () => import('../fixtures/app.js'));
+const appModule = fixtureModule('app.ts');
 const app: App = fixture.app;
 afterAll(() => app.close());
 

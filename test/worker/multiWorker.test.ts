@@ -5,14 +5,11 @@
  */
 import { expect, it } from 'vitest';
 import { databaseUrl, useTestSchema } from '../support/db.js';
+import { importFixture } from '../support/fixtures.js';
 import { startWorkerProcess } from '../support/processes.js';
 
 const t = await useTestSchema();
-// The fixture reads its database and schema from the environment when first imported.
-process.env.DATABASE_URL ??= databaseUrl();
-process.env.HORSIES_SCHEMA = t.schema;
-const { record } = await import('../fixtures/app.js');
-delete process.env.HORSIES_SCHEMA;
+const { record } = await importFixture({ schema: t.schema }, () => import('../fixtures/app.js'));
 await t.query('CREATE TABLE {{schema}}.test_runs (task_id text NOT NULL, worker_pid int NOT NULL)');
 
 const TASKS = 5_000;
