@@ -57,10 +57,11 @@ describe('Elector', () => {
   it('workers elect one maintenance leader among them', async () => {
     const apps = [1, 2, 3].map(() => t.app({ recovery: { checkIntervalMs: 300 } }));
     const workers = apps.map((app) => app.worker({ snapshotIntervalMs: 0 }));
+    const elected = new Promise<void>((resolve) => {
+      for (const w of workers) w.once('leader:elected', resolve);
+    });
     await Promise.all(workers.map((w) => w.start()));
-    const deadline = Date.now() + 5_000;
-    while (!workers.some((w) => w.isLeader) && Date.now() < deadline)
-      await new Promise((r) => setTimeout(r, 20));
+    await elected;
     expect(workers.filter((w) => w.isLeader)).toHaveLength(1);
     const leader = workers.find((w) => w.isLeader)!;
     const others = workers.filter((w) => w !== leader);

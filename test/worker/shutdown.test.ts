@@ -91,12 +91,11 @@ describe('worker.stop()', () => {
           `SELECT count(*)::int AS n FROM {{schema}}.horsies_tasks WHERE task_name = 'shutdown.prefetched' AND status = 'CLAIMED'`,
         )
       )[0]!.n;
-    while ((await claimed()) < 3) await new Promise((r) => setTimeout(r, 20));
+    await eventually(async () => (await claimed()) === 3);
 
     const stopping = worker.stop();
-    await new Promise((r) => setTimeout(r, 200));
     // Before the running task is released, the three prefetched ones are PENDING again.
-    expect(await claimed()).toBe(0);
+    await eventually(async () => (await claimed()) === 0);
     release();
     await stopping;
     const statuses = await Promise.all(handles.map(async (h) => (await row(h.id)).status));
