@@ -17,16 +17,16 @@
 import type { StandardSchemaV1 } from '@standard-schema/spec';
 import type { Logger } from 'pino';
 import type { TaskContext, TaskDefinition } from '../client/TaskDefinition.js';
-import { toCanonicalJson } from '../client/json.js';
 import type { ErrorCodeMap } from '../client/policy.js';
 import { errorEnvelope, okEnvelope } from '../client/outcome.js';
 import type { Database, Queryable } from '../db/Database.js';
 import { TaskStartMany } from '../db/tasks.js';
 import type { ClaimedTaskRow, TaskFinish, TaskStartRow, WorkerIdentity } from '../db/tasks.js';
-import { NotSerializableError, TaskError } from '../errors.js';
+import { TaskError } from '../errors.js';
 import { retryDelayMs } from './backoff.js';
 import type { RandomSource } from './backoff.js';
-import { toTaskError } from './errorMapping.js';
+import { runHandler } from './runHandler.js';
+import type { Outcome } from './runHandler.js';
 import type { ThreadPool } from './ThreadPool.js';
 import { settlesWithin } from './timing.js';
 
@@ -61,8 +61,6 @@ interface Run {
   taskName: string;
   stop: (reason: StopReason) => void;
 }
-
-type Outcome = { value: string } | TaskError;
 
 /** Runs tasks for one worker. */
 export class Executor {
@@ -250,48 +248,26 @@ export class Executor {
     }
   }
 
-  private async execute(
+  private execute(
     definition: TaskDefinition<StandardSchemaV1, unknown>,
     task: ClaimedTaskRow,
     attempt: number,
     signal: AbortSignal,
   ): Promise<Outcome> {
-    const maps = {
-      task: definition.policies.errorCodes,
-      app: this.options.appErrorCodes,
-      defaultCode: definition.policies.defaultErrorCode,
+    const logger = this.logger;
+    let taskLogger: Logger | null = null;
+    const ctx: TaskContext = {
+      taskId: task.id,
+      taskName: task.task_name,
+      queue: task.queue_name,
+      attempt,
+      retryCount: task.retry_count,
+      signal,
+      get logger() {
+        return (taskLogger ??= logger.child({ taskId: task.id, task: task.task_name, attempt }));
+      },
     };
-    try {
-      const validated = await definition.input['~standard'].validate(task.kwargs);
-      if (validated.issues) {
-        const detail = validated.issues.map((i) => i.message).join('; ');
-        return new TaskError(
-          'VALIDATION_FAILED',
-          `stored input no longer matches the task's schema: ${detail}`,
-        );
-      }
-      const logger = this.logger;
-      let taskLogger: Logger | null = null;
-      const ctx: TaskContext = {
-        taskId: task.id,
-        taskName: task.task_name,
-        queue: task.queue_name,
-        attempt,
-        retryCount: task.retry_count,
-        signal,
-        get logger() {
-          return (taskLogger ??= logger.child({ taskId: task.id, task: task.task_name, attempt }));
-        },
-      };
-      const value = await definition.handler(validated.value, ctx);
-      if (value instanceof TaskError) return value;
-      return { value: toCanonicalJson(value === undefined ? null : value, 'result') };
-    } catch (error) {
-      if (error instanceof NotSerializableError && error.path.startsWith('result')) {
-        return new TaskError('RESULT_NOT_SERIALIZABLE', error.message);
-      }
-      return toTaskError(error, maps);
-    }
+    return runHandler(definition, task.kwargs, ctx, this.options.appErrorCodes);
   }
 
   private toFinish(

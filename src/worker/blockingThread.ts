@@ -6,11 +6,10 @@
 import { parentPort, workerData } from 'node:worker_threads';
 import { pino } from 'pino';
 import { loadApp } from '../client/loadApp.js';
-import { toCanonicalJson } from '../client/json.js';
 import type { TaskContext } from '../client/TaskDefinition.js';
-import { NotSerializableError, TaskError } from '../errors.js';
+import { TaskError } from '../errors.js';
 import type { ThreadReply, ThreadRequest } from './ThreadPool.js';
-import { toTaskError } from './errorMapping.js';
+import { runHandler } from './runHandler.js';
 
 const { appModule, exportName } = workerData as { appModule: string; exportName?: string };
 const app = await loadApp(appModule, exportName);
@@ -40,36 +39,16 @@ async function run(request: ThreadRequest): Promise<ThreadReply> {
   }
   const controller = new AbortController();
   controllers.set(request.id, controller);
+  const ctx: TaskContext = {
+    ...request.context,
+    signal: controller.signal,
+    logger: logger.child({ taskId: request.id, task: request.taskName, attempt: request.context.attempt }),
+  };
   try {
-    const validated = await definition.input['~standard'].validate(request.input);
-    if (validated.issues) {
-      const detail = validated.issues.map((i) => i.message).join('; ');
-      return {
-        id: request.id,
-        error: {
-          code: 'VALIDATION_FAILED',
-          message: `stored input no longer matches the task's schema: ${detail}`,
-        },
-      };
-    }
-    const ctx: TaskContext = {
-      ...request.context,
-      signal: controller.signal,
-      logger: logger.child({ taskId: request.id, task: request.taskName, attempt: request.context.attempt }),
-    };
-    const value = await definition.handler(validated.value, ctx);
-    if (value instanceof TaskError) return { id: request.id, error: value.toJSON() };
-    return { id: request.id, value: toCanonicalJson(value === undefined ? null : value, 'result') };
-  } catch (error) {
-    if (error instanceof NotSerializableError && error.path.startsWith('result')) {
-      return { id: request.id, error: { code: 'RESULT_NOT_SERIALIZABLE', message: error.message } };
-    }
-    const mapped = toTaskError(error, {
-      task: definition.policies.errorCodes,
-      app: app.config.errorCodes,
-      defaultCode: definition.policies.defaultErrorCode,
-    });
-    return { id: request.id, error: mapped.toJSON() };
+    const outcome = await runHandler(definition, request.input, ctx, app.config.errorCodes);
+    return outcome instanceof TaskError
+      ? { id: request.id, error: outcome.toJSON() }
+      : { id: request.id, ...outcome };
   } finally {
     controllers.delete(request.id);
   }
