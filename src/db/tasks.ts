@@ -198,7 +198,7 @@ export const TaskClaim = statement<
        AND enqueued_at <= now()
        AND (good_until IS NULL OR good_until > now())
        AND NOT EXISTS (SELECT 1 FROM {{schema}}.horsies_queue_state q WHERE q.queue_name = $1 AND q.paused)
-     ORDER BY priority, enqueued_at
+     ORDER BY priority, enqueued_at, id
      LIMIT $3
      FOR UPDATE SKIP LOCKED
    )

@@ -75,7 +75,12 @@ export class Producer {
         : await claim(undefined, wanted);
       if (rows.length === 0) continue;
       // UPDATE ... RETURNING does not keep the claim order; restore it for the executor.
-      rows.sort((a, b) => a.priority - b.priority || a.enqueued_at.getTime() - b.enqueued_at.getTime());
+      rows.sort(
+        (a, b) =>
+          a.priority - b.priority ||
+          a.enqueued_at.getTime() - b.enqueued_at.getTime() ||
+          (a.id < b.id ? -1 : a.id > b.id ? 1 : 0),
+      );
       claimed.push(...rows);
       this.hooks.onClaimed(rows);
       if (claimed.length === limit) {

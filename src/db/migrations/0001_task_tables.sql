@@ -54,9 +54,10 @@ CREATE TABLE {{schema}}.horsies_tasks (
   CONSTRAINT horsies_tasks_running_check CHECK (status <> 'RUNNING' OR started_at IS NOT NULL)
 );
 
--- The claim query: PENDING rows of a queue in priority, then enqueue order.
+-- The claim query: PENDING rows of a queue in priority, then enqueue order; the id (time-ordered for generated
+-- ids) orders the tasks of one bulk send, which share their enqueued_at.
 CREATE INDEX horsies_tasks_claim_idx
-  ON {{schema}}.horsies_tasks (queue_name, priority, enqueued_at)
+  ON {{schema}}.horsies_tasks (queue_name, priority, enqueued_at, id)
   WHERE status = 'PENDING';
 
 -- Tasks held by a worker (reaper, fencing checks, worker snapshots).
