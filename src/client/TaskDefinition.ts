@@ -4,7 +4,7 @@ import type { Logger } from 'pino';
 import type { TaskError } from '../errors.js';
 import type { ErrorCodeMap, ResolvedRetryPolicy, RetryPolicy } from './policy.js';
 import type { SendCallOptions, SendContext, SendOptions, SendTarget } from './send.js';
-import { insertTasks, prepareTask } from './send.js';
+import { insertTasks, prepareTask, prepareTasks } from './send.js';
 import type { HandleHost } from './TaskHandle.js';
 import { TaskHandle } from './TaskHandle.js';
 
@@ -148,15 +148,7 @@ export class TaskDefinition<S extends StandardSchemaV1 = StandardSchemaV1, R = u
     items: ReadonlyArray<SendManyItem<StandardSchemaV1.InferInput<S>>>,
     options: SendCallOptions = {},
   ): Promise<TaskHandle<R>[]> {
-    const tasks = [];
-    for (const [index, { input, ...itemOptions }] of items.entries()) {
-      try {
-        tasks.push(await prepareTask(this.ctx, this.target, input, itemOptions));
-      } catch (error) {
-        if (error instanceof Error) error.message = `sendMany item ${index}: ${error.message}`;
-        throw error;
-      }
-    }
+    const tasks = await prepareTasks(this.ctx, this.target, items);
     const ids = await insertTasks(this.ctx.db, tasks, options.tx);
     return ids.map((id) => this.handle(id));
   }

@@ -10,7 +10,7 @@ import { NotSerializableError } from '../errors.js';
 
 /** Serializes `value` as canonical JSON, or throws {@link NotSerializableError} naming the offending path. */
 export function toCanonicalJson(value: unknown, rootPath: string): string {
-  return write(value, rootPath, new Set());
+  return new CanonicalWriter(rootPath).write(value);
 }
 
 /** SHA-256 hex digest of a task's identity: its name and its canonical input. */
@@ -18,58 +18,97 @@ export function payloadDigest(taskName: string, canonicalInput: string): string 
   return createHash('sha256').update(taskName).update('\0[]\0').update(canonicalInput).digest('hex');
 }
 
-// PostgreSQL's jsonb cannot hold the NUL character (\u0000), in a value or a key.
-function writeString(value: string, path: string): string {
-  if (value.includes('\u0000'))
-    throw new NotSerializableError(path, 'the NUL character (\\u0000) cannot be stored');
-  return JSON.stringify(value);
-}
+const NUL_REFUSAL = 'the NUL character (\\u0000) cannot be stored';
 
-function write(value: unknown, path: string, ancestors: Set<object>): string {
-  switch (typeof value) {
-    case 'string':
-      return writeString(value, path);
-    case 'boolean':
-      return value ? 'true' : 'false';
-    case 'number':
-      if (!Number.isFinite(value)) throw new NotSerializableError(path, `${value} has no JSON form`);
-      return JSON.stringify(value);
-    case 'bigint':
-      throw new NotSerializableError(path, 'a BigInt cannot be stored as JSON; send it as a string');
-    case 'function':
-      throw new NotSerializableError(path, 'a function cannot be stored as JSON');
-    case 'symbol':
-      throw new NotSerializableError(path, 'a symbol cannot be stored as JSON');
-    case 'undefined':
-      throw new NotSerializableError(path, 'undefined cannot be stored as JSON');
-    case 'object':
-      break;
-  }
-  if (value === null) return 'null';
-  const object = value as object;
-  if (ancestors.has(object)) throw new NotSerializableError(path, 'the value contains a cycle');
-  ancestors.add(object);
-  try {
-    if (Array.isArray(object)) {
-      return `[${object.map((item, i) => write(item, `${path}[${i}]`, ancestors)).join(',')}]`;
+/**
+ * Writes one value. The path to the value being written is kept as a stack of keys and indexes and put into
+ * words only when a value is refused: a bulk send writes every input, and building a path string for every
+ * member cost more than writing the JSON itself.
+ */
+class CanonicalWriter {
+  private readonly segments: (string | number)[] = [];
+  // The objects being written, outermost first: a cycle is an object met again inside itself. A list, not a Set:
+  // payloads are shallow, and a Set cost more than the JSON of a small input.
+  private readonly ancestors: object[] = [];
+
+  constructor(private readonly rootPath: string) {}
+
+  write(value: unknown): string {
+    switch (typeof value) {
+      case 'string':
+        return this.string(value);
+      case 'boolean':
+        return value ? 'true' : 'false';
+      case 'number':
+        if (!Number.isFinite(value)) return this.refuse(`${value} has no JSON form`);
+        return JSON.stringify(value);
+      case 'bigint':
+        return this.refuse('a BigInt cannot be stored as JSON; send it as a string');
+      case 'function':
+        return this.refuse('a function cannot be stored as JSON');
+      case 'symbol':
+        return this.refuse('a symbol cannot be stored as JSON');
+      case 'undefined':
+        return this.refuse('undefined cannot be stored as JSON');
+      case 'object':
+        break;
     }
+    if (value === null) return 'null';
+    const object = value as object;
+    if (this.ancestors.includes(object)) return this.refuse('the value contains a cycle');
+    this.ancestors.push(object);
+    const text = Array.isArray(object) ? this.array(object) : this.plainObject(object);
+    this.ancestors.pop();
+    return text;
+  }
+
+  // A hole in a sparse array reads as undefined and is refused like one.
+  private array(list: readonly unknown[]): string {
+    let text = '[';
+    for (let i = 0; i < list.length; i++) {
+      this.segments.push(i);
+      text += (i === 0 ? '' : ',') + this.write(list[i]);
+      this.segments.pop();
+    }
+    return `${text}]`;
+  }
+
+  private plainObject(object: object): string {
     const proto = Object.getPrototypeOf(object) as object | null;
     if (proto !== Object.prototype && proto !== null) {
       const kind = (object as { constructor?: { name?: string } }).constructor?.name ?? 'object';
       const hint = object instanceof Date ? '; send an ISO string (and parse it in the schema)' : '';
-      throw new NotSerializableError(path, `a ${kind} would not come back as itself from JSON${hint}`);
+      return this.refuse(`a ${kind} would not come back as itself from JSON${hint}`);
     }
-    const parts: string[] = [];
-    for (const key of Object.keys(object).sort()) {
+    const keys = Object.keys(object);
+    if (keys.length > 1) keys.sort();
+    let text = '{';
+    for (const key of keys) {
       const item = (object as Record<string, unknown>)[key];
       // A property holding undefined is the same as a missing property, as in JSON.stringify.
       if (item === undefined) continue;
-      parts.push(
-        `${writeString(key, `${path} (key ${JSON.stringify(key)})`)}:${write(item, `${path}.${key}`, ancestors)}`,
-      );
+      const name = this.key(key);
+      this.segments.push(key);
+      text += `${text.length === 1 ? '' : ','}${name}:${this.write(item)}`;
+      this.segments.pop();
     }
-    return `{${parts.join(',')}}`;
-  } finally {
-    ancestors.delete(object);
+    return `${text}}`;
+  }
+
+  // PostgreSQL's jsonb cannot hold the NUL character (\u0000), in a value or a key.
+  private string(value: string): string {
+    if (!value.includes('\u0000')) return JSON.stringify(value);
+    return this.refuse(NUL_REFUSAL);
+  }
+
+  private key(name: string): string {
+    if (!name.includes('\u0000')) return JSON.stringify(name);
+    return this.refuse(NUL_REFUSAL, ` (key ${JSON.stringify(name)})`);
+  }
+
+  private refuse(reason: string, pathSuffix = ''): never {
+    let path = this.rootPath;
+    for (const segment of this.segments) path += typeof segment === 'number' ? `[${segment}]` : `.${segment}`;
+    throw new NotSerializableError(path + pathSuffix, reason);
   }
 }

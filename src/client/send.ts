@@ -1,10 +1,13 @@
 /**
  * The send path: validate every task of a call before anything is stored, then insert them all in one statement
- * and sort out repeats (same id or idempotency key, same payload: the existing task) from mismatches.
+ * and sort out repeats (same id or idempotency key, same payload: the existing task) from mismatches. Bulk sends
+ * of tasks that cannot repeat (generated ids, no idempotency key) are copied in instead (see `db/taskCopy.ts`).
  */
+import { randomFillSync } from 'node:crypto';
 import type { StandardSchemaV1 } from '@standard-schema/spec';
 import { v7 as uuidv7 } from 'uuid';
 import type { Database, Queryable } from '../db/Database.js';
+import { canCopyOn, copyShape, copyTasks } from '../db/taskCopy.js';
 import { TaskFindByIdsOrKeys, TaskInsertMany } from '../db/tasks.js';
 import type { TaskInsert } from '../db/tasks.js';
 import {
@@ -63,7 +66,7 @@ export interface SendContext {
   maxPayloadBytes: number;
 }
 
-/** Validates one input and its options; returns the row to insert. Throws a typed error on the first bad item. */
+/** Validates one input and its options; returns the row to insert. Throws a typed error on bad input. */
 export async function prepareTask(
   ctx: SendContext,
   target: SendTarget,
@@ -71,14 +74,57 @@ export async function prepareTask(
   options: SendOptions = {},
 ): Promise<TaskInsert> {
   checkOptions(ctx, target, options);
-  const result = await target.schema['~standard'].validate(input);
+  const result = target.schema['~standard'].validate(input);
+  return toTaskInsert(ctx, target, input, options, isPromise(result) ? await result : result);
+}
+
+/** One item of a bulk send: its input and its own options. */
+export type SendItem = { input: unknown } & SendOptions;
+
+/**
+ * Validates every item, in order; returns the rows to insert. Throws a typed error on the first bad item, its
+ * message naming the item. A schema that validates synchronously (Standard Schema allows either) is not awaited:
+ * an await per item would cost a bulk send more than the validation itself.
+ */
+export async function prepareTasks(
+  ctx: SendContext,
+  target: SendTarget,
+  items: readonly SendItem[],
+): Promise<TaskInsert[]> {
+  const standard = target.schema['~standard'];
+  const tasks = new Array<TaskInsert>(items.length);
+  for (let index = 0; index < items.length; index += 1) {
+    const item = items[index] as SendItem;
+    try {
+      checkOptions(ctx, target, item);
+      const result = standard.validate(item.input);
+      tasks[index] = toTaskInsert(ctx, target, item.input, item, isPromise(result) ? await result : result);
+    } catch (error) {
+      if (error instanceof Error) error.message = `sendMany item ${index}: ${error.message}`;
+      throw error;
+    }
+  }
+  return tasks;
+}
+
+function isPromise<T>(value: T | Promise<T>): value is Promise<T> {
+  return typeof (value as { then?: unknown }).then === 'function';
+}
+
+function toTaskInsert(
+  ctx: SendContext,
+  target: SendTarget,
+  input: unknown,
+  options: SendOptions,
+  result: StandardSchemaV1.Result<unknown>,
+): TaskInsert {
   if (result.issues) throw new InputValidationError(target.name, result.issues.map(toIssue));
   const kwargs = toCanonicalJson(input, 'input');
   const size = Buffer.byteLength(kwargs);
   if (size > ctx.maxPayloadBytes) throw new PayloadTooLargeError(target.name, size, ctx.maxPayloadBytes);
   const queueName = options.queue ?? target.queue;
   return {
-    id: options.id ?? uuidv7(),
+    id: options.id ?? nextTaskId(),
     taskName: target.name,
     queueName,
     priority: options.priority ?? target.priority,
@@ -98,12 +144,57 @@ export async function prepareTask(
   };
 }
 
+/** Random bytes for {@link nextTaskId}, drawn for 256 ids at a time. */
+const idRandomness = { bytes: new Uint8Array(0), offset: 0 };
+/** The time and counter of the last generated id, as uuid's own `v7()` keeps them. */
+const idClock = { msecs: Number.NEGATIVE_INFINITY, seq: 0 };
+
+/**
+ * A new UUIDv7 task id, greater than every id generated before it in this process, so the tasks of one bulk send
+ * keep their order in the claim index. This is uuid's `v7()` with the same clock and counter rules, except that
+ * the random bytes come from a pool: `v7()` draws them with one `crypto.getRandomValues` call per id, which costs
+ * more than the rest of a bulk send's work on each task.
+ */
+function nextTaskId(): string {
+  if (idRandomness.offset + 16 > idRandomness.bytes.length) {
+    idRandomness.bytes = randomFillSync(new Uint8Array(16 * 256));
+    idRandomness.offset = 0;
+  }
+  const random = idRandomness.bytes.subarray(idRandomness.offset, idRandomness.offset + 16);
+  idRandomness.offset += 16;
+  const now = Date.now();
+  if (now > idClock.msecs) {
+    idClock.msecs = now;
+    idClock.seq = freshCounter(random);
+  } else {
+    idClock.seq = (idClock.seq + 1) | 0;
+    if (idClock.seq === 0) idClock.msecs += 1;
+  }
+  return uuidv7({ msecs: idClock.msecs, seq: idClock.seq, random });
+}
+
+/** The counter a new millisecond starts from: 31 of the id's own random bytes, as uuid's `v7()` takes it. */
+function freshCounter(random: Uint8Array): number {
+  return new DataView(random.buffer, random.byteOffset, random.byteLength).getUint32(6) & 0x7fffffff;
+}
+
+/**
+ * Smallest send that goes through COPY (when it can): below it, COPY's extra round trip costs more than the INSERT
+ * statement's slower parsing saves.
+ */
+const MIN_COPY_TASKS = 64;
+
 /**
  * Inserts prepared tasks in one statement. Returns the id of the task that now stands for each item, in order:
  * the new task, or the existing one when the id or key was already taken with the same payload.
  */
 export async function insertTasks(db: Database, tasks: TaskInsert[], tx?: Queryable): Promise<string[]> {
   if (tasks.length === 0) return [];
+  const shape = tasks.length >= MIN_COPY_TASKS ? copyShape(tasks) : null;
+  if (shape !== null && (tx === undefined || canCopyOn(tx))) {
+    await copyTasks(db, tasks, shape, tx);
+    return tasks.map((t) => t.id);
+  }
   checkRepeatsWithinCall(tasks);
   const conflicts = new Map((await db.run(TaskInsertMany, { tasks }, tx)).map((r) => [r.requested_id, r]));
   if (conflicts.size === 0) return tasks.map((t) => t.id);
@@ -159,34 +250,46 @@ function checkRepeatsWithinCall(tasks: TaskInsert[]): void {
 }
 
 function checkOptions(ctx: SendContext, target: SendTarget, options: SendOptions): void {
+  const problems = optionProblems(options);
+  const { queue } = options;
+  if (queue !== undefined && !ctx.queues.includes(queue))
+    throw new UnknownQueueError(String(queue), ctx.queues);
+  if (problems.length > 0) throw new SendOptionsError(target.name, problems);
+}
+
+// Plain pushes rather than a helper closure: this runs once per item of a bulk send.
+function optionProblems(options: SendOptions): ConfigProblem[] {
   const problems: ConfigProblem[] = [];
-  const problem = (field: string, value: unknown, message: string): void => {
-    problems.push({ field, value, message });
-  };
-  const { delayMs, runAt, goodUntil, priority, queue, id, idempotencyKey } = options;
+  const { delayMs, runAt, goodUntil, priority, id, idempotencyKey } = options;
   if (delayMs !== undefined && (typeof delayMs !== 'number' || !Number.isFinite(delayMs) || delayMs < 0)) {
-    problem('delayMs', delayMs, 'must be a finite number >= 0');
+    problems.push({ field: 'delayMs', value: delayMs, message: 'must be a finite number >= 0' });
   }
-  if (runAt !== undefined && !isValidDate(runAt)) problem('runAt', runAt, 'must be a valid Date');
-  if (runAt !== undefined && delayMs !== undefined)
-    problem('runAt', runAt, 'give delayMs or runAt, not both');
-  if (goodUntil !== undefined && !isValidDate(goodUntil))
-    problem('goodUntil', goodUntil, 'must be a valid Date');
+  if (runAt !== undefined && !isValidDate(runAt)) {
+    problems.push({ field: 'runAt', value: runAt, message: 'must be a valid Date' });
+  }
+  if (runAt !== undefined && delayMs !== undefined) {
+    problems.push({ field: 'runAt', value: runAt, message: 'give delayMs or runAt, not both' });
+  }
+  if (goodUntil !== undefined && !isValidDate(goodUntil)) {
+    problems.push({ field: 'goodUntil', value: goodUntil, message: 'must be a valid Date' });
+  }
   if (priority !== undefined && (!Number.isInteger(priority) || priority < 1 || priority > 100)) {
-    problem('priority', priority, 'must be an integer from 1 to 100');
+    problems.push({ field: 'priority', value: priority, message: 'must be an integer from 1 to 100' });
   }
   if (id !== undefined && (typeof id !== 'string' || id.length === 0 || id.length > 36)) {
-    problem('id', id, 'must be a string of 1 to 36 characters');
+    problems.push({ field: 'id', value: id, message: 'must be a string of 1 to 36 characters' });
   }
   if (
     idempotencyKey !== undefined &&
     (typeof idempotencyKey !== 'string' || idempotencyKey.length === 0 || idempotencyKey.length > 255)
   ) {
-    problem('idempotencyKey', idempotencyKey, 'must be a string of 1 to 255 characters');
+    problems.push({
+      field: 'idempotencyKey',
+      value: idempotencyKey,
+      message: 'must be a string of 1 to 255 characters',
+    });
   }
-  if (queue !== undefined && !ctx.queues.includes(queue))
-    throw new UnknownQueueError(String(queue), ctx.queues);
-  if (problems.length > 0) throw new SendOptionsError(target.name, problems);
+  return problems;
 }
 
 function isValidDate(value: unknown): boolean {

@@ -1,0 +1,123 @@
+/**
+ * Bulk insert of new tasks with `COPY ... FROM STDIN`. PostgreSQL parses COPY rows far more cheaply than an
+ * `INSERT ... SELECT` over a JSON parameter, and the rows stream in while the server is still storing the ones
+ * before them. It is one statement, so the statement-level insert trigger still sends one notification per queue,
+ * and it runs on the caller's connection when the send is part of the caller's transaction.
+ *
+ * COPY cannot skip or report rows whose id or key is taken, so it only carries tasks that cannot conflict
+ * (generated ids, no idempotency key); and it cannot compute `now() + delay`, so every task of a copy either runs
+ * at the statement's `now()` or names its own `runAt`. Other sends take the `INSERT ... ON CONFLICT` path.
+ */
+import { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import pg from 'pg';
+import { from as copyFrom } from 'pg-copy-streams';
+import type { Database, Queryable } from './Database.js';
+import { renderSql } from './Database.js';
+import type { TaskInsert } from './tasks.js';
+
+/** Which enqueue time the rows of a copy state: none (the column default, `now()`), or each task's `runAt`. */
+export type CopyShape = 'now' | 'runAt';
+
+const COLUMNS =
+  'id, task_name, queue_name, priority, kwargs, good_until, max_retries, retention_ms, task_options';
+
+/** About 64 KiB of row text per CopyData message: large enough to keep per-message costs small. */
+const CHUNK_CHARS = 64 * 1024;
+
+const NULL = '\\N';
+const SPECIAL = /[\\\t\n\r]/;
+const SPECIALS = /[\\\t\n\r]/g;
+const ESCAPES: Record<string, string> = { '\\': '\\\\', '\t': '\\t', '\n': '\\n', '\r': '\\r' };
+
+/**
+ * The shape a copy of `tasks` would take, or null when they must go through `INSERT ... ON CONFLICT`: one of them
+ * named an id or idempotency key (only those carry a payload digest), has a delay, or some name a `runAt` and
+ * others do not.
+ */
+export function copyShape(tasks: readonly TaskInsert[]): CopyShape | null {
+  let withRunAt = 0;
+  for (const task of tasks) {
+    if (task.enqueueSha !== null || task.idempotencyKey !== null) return null;
+    if (task.runAt !== null) withRunAt += 1;
+    else if (task.delayMs !== 0) return null;
+  }
+  if (withRunAt === 0) return 'now';
+  return withRunAt === tasks.length ? 'runAt' : null;
+}
+
+/**
+ * Whether a copy can run on `tx`: it needs a node-postgres client (a `Client` or a pool's client) to stream on.
+ * A pool, or another object that only runs queries, is not one.
+ */
+export function canCopyOn(tx: Queryable): boolean {
+  return tx instanceof pg.Client;
+}
+
+/**
+ * Copies `tasks` into `horsies_tasks` in one COPY statement: on `tx` when given (it must pass
+ * {@link canCopyOn}), otherwise on a client of the pool, where the statement commits on its own: all the tasks or
+ * none of them.
+ */
+export async function copyTasks(
+  db: Database,
+  tasks: readonly TaskInsert[],
+  shape: CopyShape,
+  tx?: Queryable,
+): Promise<void> {
+  const sql = renderSql(copySql(shape), db.schema);
+  if (tx !== undefined) {
+    await streamRows(tx as pg.Client, sql, tasks, shape);
+    return;
+  }
+  const client = await db.pool.connect();
+  try {
+    await streamRows(client, sql, tasks, shape);
+  } catch (error) {
+    // A copy that failed part-way is not worth a guess at the connection's state: it is closed, not reused.
+    client.release(error instanceof Error ? error : true);
+    throw error;
+  }
+  client.release();
+}
+
+function copySql(shape: CopyShape): string {
+  const columns = shape === 'runAt' ? `${COLUMNS}, enqueued_at` : COLUMNS;
+  return `COPY {{schema}}.horsies_tasks (${columns}) FROM STDIN`;
+}
+
+async function streamRows(
+  client: pg.ClientBase,
+  sql: string,
+  tasks: readonly TaskInsert[],
+  shape: CopyShape,
+): Promise<void> {
+  await pipeline(Readable.from(rowChunks(tasks, shape)), client.query(copyFrom(sql)));
+}
+
+// Rows are written lazily, a chunk at a time, so that writing them overlaps with the server storing earlier ones.
+function* rowChunks(tasks: readonly TaskInsert[], shape: CopyShape): Generator<string> {
+  let chunk = '';
+  for (const task of tasks) {
+    chunk += copyRow(task, shape);
+    if (chunk.length >= CHUNK_CHARS) {
+      yield chunk;
+      chunk = '';
+    }
+  }
+  if (chunk.length > 0) yield chunk;
+}
+
+/** One task as a line of COPY's text format, in the order of {@link COLUMNS}. */
+function copyRow(task: TaskInsert, shape: CopyShape): string {
+  const line =
+    `${text(task.id)}\t${text(task.taskName)}\t${text(task.queueName)}\t${task.priority}\t${text(task.kwargs)}\t` +
+    `${task.goodUntil === null ? NULL : task.goodUntil.toISOString()}\t${task.maxRetries}\t` +
+    `${task.retentionMs ?? NULL}\t${task.taskOptions === null ? NULL : text(task.taskOptions)}`;
+  return shape === 'runAt' ? `${line}\t${(task.runAt as Date).toISOString()}\n` : `${line}\n`;
+}
+
+/** A value escaped for COPY's text format: backslash, tab, newline and carriage return. */
+function text(value: string): string {
+  return SPECIAL.test(value) ? value.replace(SPECIALS, (ch) => ESCAPES[ch] as string) : value;
+}
