@@ -80,7 +80,7 @@ export const TaskCancel = statement<{ id: string }, { previous_status: string }>
 export const TaskListCancelRequested = statement<{ workerId: string }, { id: string }>(
   'TaskListCancelRequested',
   `SELECT id FROM {{schema}}.horsies_tasks
-   WHERE claimed_by_worker_id = $1 AND status = 'RUNNING' AND cancel_requested_at IS NOT NULL`,
+   WHERE claimed_by_worker_id = $1 AND claimed AND cancel_requested_at IS NOT NULL AND status = 'RUNNING'`,
   ({ workerId }) => [workerId],
 );
 

@@ -31,7 +31,7 @@ export const CapUsage = statement<{ queue: string }, CapUsageRow>(
             AS queue_in_flight,
           count(*) FILTER (WHERE queue_name = $1 AND status = 'RUNNING')::int AS queue_running
    FROM {{schema}}.horsies_tasks
-   WHERE status IN ('CLAIMED', 'RUNNING')`,
+   WHERE claimed`,
   ({ queue }) => [queue],
 );
 
@@ -93,7 +93,7 @@ export const QueueOverview = statement<{ liveWithinMs: number }, QueueOverviewRo
    ), orphans AS (
      SELECT t.queue_name, count(*)::int AS no_worker
      FROM {{schema}}.horsies_tasks t
-     WHERE t.status = 'PENDING'
+     WHERE NOT t.claimed AND t.finished_at IS NULL
        AND NOT EXISTS (SELECT 1 FROM served s WHERE s.queue_name = t.queue_name AND s.task_name = t.task_name)
      GROUP BY t.queue_name
    )

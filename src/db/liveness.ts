@@ -71,7 +71,7 @@ export const TaskRequeueStaleClaimed = statement<{ thresholdMs: number; limit: n
   'TaskRequeueStaleClaimed',
   `WITH stale AS (
      SELECT t.id FROM {{schema}}.horsies_tasks t
-     WHERE t.status = 'CLAIMED'
+     WHERE t.claimed AND t.status = 'CLAIMED'
        AND t.claimed_at < now() - $1 * interval '1 millisecond'
        AND NOT EXISTS (
          SELECT 1 FROM {{schema}}.horsies_heartbeats h
@@ -111,7 +111,7 @@ export const TaskLockStaleRunning = statement<{ thresholdMs: number; limit: numb
   `SELECT t.id, t.claimed_by_worker_id, t.claim_generation, t.retry_count, t.max_retries, t.task_options,
           t.started_at
    FROM {{schema}}.horsies_tasks t
-   WHERE t.status = 'RUNNING'
+   WHERE t.claimed AND t.status = 'RUNNING'
      AND t.started_at < now() - $1 * interval '1 millisecond'
      AND NOT EXISTS (
        SELECT 1 FROM {{schema}}.horsies_heartbeats h

@@ -9,7 +9,7 @@ export const TaskExpireBatch = statement<{ limit: number }, { id: string }>(
   'TaskExpireBatch',
   `WITH batch AS (
      SELECT id FROM {{schema}}.horsies_tasks
-     WHERE status = 'PENDING' AND good_until IS NOT NULL AND good_until <= now()
+     WHERE NOT claimed AND finished_at IS NULL AND good_until IS NOT NULL AND good_until <= now()
      ORDER BY good_until
      LIMIT $1
      FOR UPDATE SKIP LOCKED

@@ -178,46 +178,22 @@ export interface ClaimedTaskRow {
   enqueued_at: Date;
 }
 
+/** Parameters of a claim. */
+export interface ClaimParams {
+  queue: string;
+  taskNames: string[];
+  limit: number;
+  leaseMs: number;
+  worker: WorkerIdentity;
+}
+
 /**
  * PENDING → CLAIMED for up to `limit` tasks of one queue (unless it is paused) and the given names, in priority
- * then enqueue order.
- * `FOR UPDATE SKIP LOCKED` lets any number of workers claim at once without waiting on each other. One queue per
- * statement on purpose: with `queue_name = $1` the planner walks `horsies_tasks_claim_idx` in order and stops
- * after `limit` rows; with `= ANY(...)` it sorts every ready row first (milliseconds under a backlog).
+ * then enqueue order, without waiting on other claimers (`horsies_claim_tasks`, migration 6).
  */
-export const TaskClaim = statement<
-  { queue: string; taskNames: string[]; limit: number; leaseMs: number; worker: WorkerIdentity },
-  ClaimedTaskRow
->(
+export const TaskClaim = statement<ClaimParams, ClaimedTaskRow>(
   'TaskClaim',
-  `WITH next AS (
-     SELECT id FROM {{schema}}.horsies_tasks
-     WHERE status = 'PENDING'
-       AND queue_name = $1
-       AND task_name = ANY($2::text[])
-       AND enqueued_at <= now()
-       AND (good_until IS NULL OR good_until > now())
-       AND NOT EXISTS (SELECT 1 FROM {{schema}}.horsies_queue_state q WHERE q.queue_name = $1 AND q.paused)
-     ORDER BY priority, enqueued_at, id
-     LIMIT $3
-     FOR UPDATE SKIP LOCKED
-   )
-   UPDATE {{schema}}.horsies_tasks t
-   SET status = 'CLAIMED',
-       claimed = true,
-       claimed_at = now(),
-       claimed_by_worker_id = $5,
-       claim_generation = t.claim_generation + 1,
-       claim_expires_at = now() + $4 * interval '1 millisecond',
-       worker_hostname = $6,
-       worker_pid = $7,
-       worker_process_name = $8,
-       updated_at = now()
-   -- The ids go through an array so the planner looks each row up by primary key; joining the CTE instead
-   -- turns into a hash join over a sequential scan of the whole table once the batch is large.
-   WHERE t.id = ANY (ARRAY(SELECT id FROM next))
-   RETURNING t.id, t.task_name, t.queue_name, t.priority, t.kwargs, t.claim_generation, t.retry_count,
-             t.max_retries, t.attempt, t.enqueued_at`,
+  `SELECT * FROM {{schema}}.horsies_claim_tasks($1, $2::text[], $3, $4, $5, $6, $7, $8)`,
   ({ queue, taskNames, limit, leaseMs, worker }) => [
     queue,
     taskNames,
@@ -227,6 +203,37 @@ export const TaskClaim = statement<
     worker.hostname,
     worker.pid,
     worker.processName,
+  ],
+);
+
+/** What {@link TaskClaimAndStart} returns, as JSON: the claimed tasks in claim order and the start rows. */
+export interface ClaimAndStartRow {
+  claimed: (Omit<ClaimedTaskRow, 'enqueued_at'> & { enqueued_at: string })[];
+  started: (Omit<TaskStartRow, 'started_at'> & { started_at: string | null })[];
+}
+
+/**
+ * A claim as {@link TaskClaim}, then, in the same round trip but its own commit, the start of the first
+ * `start` claimed tasks as {@link TaskStartMany} (`horsies_claim_and_start`, migration 6). The claim commits
+ * asynchronously (see the migration for why that is safe). Not inside a transaction: the procedure commits.
+ */
+export const TaskClaimAndStart = statement<
+  ClaimParams & { start: number; waitForFlush?: boolean },
+  ClaimAndStartRow
+>(
+  'TaskClaimAndStart',
+  `CALL {{schema}}.horsies_claim_and_start($1, $2::text[], $3, $4, $5, $6, $7, $8, $9, $10, NULL, NULL)`,
+  ({ queue, taskNames, limit, start, leaseMs, worker, waitForFlush }) => [
+    queue,
+    taskNames,
+    limit,
+    start,
+    leaseMs,
+    worker.workerId,
+    worker.hostname,
+    worker.pid,
+    worker.processName,
+    waitForFlush ?? true,
   ],
 );
 
@@ -247,32 +254,21 @@ export interface TaskStartRow {
 /**
  * CLAIMED → RUNNING for tasks this worker still owns, counting a new attempt; or CLAIMED → EXPIRED
  * (`TASK_EXPIRED`, no attempt row) for those whose `good_until` passed while they were claimed. Tasks missing
- * from the result were reclaimed or cancelled meanwhile and must not run.
+ * from the result were reclaimed or cancelled meanwhile and must not run (`horsies_start_tasks`, migration 6).
+ * With `waitForFlush: false` the commit does not wait for the WAL flush (see migration 6 for what that risks).
  */
-export const TaskStartMany = statement<{ workerId: string; tasks: OwnedTask[] }, TaskStartRow>(
+export const TaskStartMany = statement<
+  { workerId: string; tasks: OwnedTask[]; waitForFlush?: boolean },
+  TaskStartRow
+>(
   'TaskStartMany',
-  // One UPDATE: its WHERE is re-checked on the latest row version under the row lock, so a claim superseded
-  // meanwhile (reaped, cancelled) is skipped, and the expiry test reads the row being changed. Rows are found
-  // by primary key ($2); the claim generation each must still have is matched as 'id:generation' ($3), so no
-  // join with the input is needed.
-  `UPDATE {{schema}}.horsies_tasks t
-   SET status = CASE WHEN t.good_until <= now() THEN 'EXPIRED' ELSE 'RUNNING' END,
-       started_at = CASE WHEN t.good_until <= now() THEN NULL ELSE now() END,
-       attempt = CASE WHEN t.good_until <= now() THEN t.attempt ELSE t.attempt + 1 END,
-       claimed = NOT COALESCE(t.good_until <= now(), false),
-       claim_expires_at = CASE WHEN t.good_until <= now() THEN NULL ELSE t.claim_expires_at END,
-       finished_at = CASE WHEN t.good_until <= now() THEN now() END,
-       error_code = CASE WHEN t.good_until <= now() THEN 'TASK_EXPIRED' END,
-       failed_reason = CASE WHEN t.good_until <= now() THEN 'good_until passed before the task started' END,
-       result = CASE WHEN t.good_until <= now() THEN jsonb_build_object('err', jsonb_build_object(
-                  'code', 'TASK_EXPIRED', 'message', 'good_until passed before the task started')) END,
-       updated_at = now()
-   WHERE t.id = ANY ($2::text[])
-     AND (t.id || ':' || t.claim_generation) = ANY ($3::text[])
-     -- Not indexable on purpose (|| ''): the rows must be found by primary key, not by scanning the in-flight index.
-     AND t.status || '' = 'CLAIMED' AND t.claimed_by_worker_id || '' = $1
-   RETURNING t.id, t.status, t.attempt, t.started_at`,
-  ({ workerId, tasks }) => [workerId, tasks.map((t) => t.id), tasks.map((t) => `${t.id}:${t.generation}`)],
+  `SELECT * FROM {{schema}}.horsies_start_tasks($1, $2::text[], $3::text[], $4)`,
+  ({ workerId, tasks, waitForFlush }) => [
+    workerId,
+    tasks.map((t) => t.id),
+    tasks.map((t) => `${t.id}:${t.generation}`),
+    waitForFlush ?? true,
+  ],
 );
 
 /** The outcome of one execution, as the worker (or the reaper) hands it over to be written. */
@@ -319,29 +315,49 @@ export const TaskFinishMany = statement<{ tasks: TaskFinish[] }, TaskFinishRow>(
                           $8::text[], $9::int[], $10::bool[])
        AS i(id, worker_id, generation, status, result, error_code, error_message, failed_reason, retry_delay_ms,
             crashed)
-   ), decided AS (
+   ), target AS (
      -- Driven from the input, one primary-key lookup per task: a join the other way round can turn into a
      -- nested loop over every in-flight row of the worker times every input row.
+     -- Only a retry's outcome depends on the row (a cancel request turns it into CANCELLED), so only those rows
+     -- are locked here; for the others the UPDATE below re-checks the fence on the latest row version itself.
      SELECT i.*, t.attempt, t.started_at, t.worker_hostname, t.worker_pid, t.worker_process_name,
-            CASE
-              WHEN i.status <> 'RETRY' THEN i.status
-              WHEN t.cancel_requested_at IS NOT NULL THEN 'CANCELLED'
-              WHEN t.good_until IS NOT NULL
-                   AND now() + i.retry_delay_ms * interval '1 millisecond' >= t.good_until THEN 'FAILED'
-              ELSE 'RETRY'
-            END AS final
+            t.cancel_requested_at, t.good_until
      FROM input i
      CROSS JOIN LATERAL (
-       SELECT t.status, t.claimed_by_worker_id, t.claim_generation, t.attempt, t.started_at, t.worker_hostname,
-              t.worker_pid, t.worker_process_name, t.cancel_requested_at, t.good_until
+       SELECT t.attempt, t.started_at, t.worker_hostname, t.worker_pid, t.worker_process_name,
+              t.cancel_requested_at, t.good_until, t.status, t.claimed_by_worker_id, t.claim_generation
+       FROM {{schema}}.horsies_tasks t
+       WHERE t.id = i.id
+     ) t
+     WHERE i.status <> 'RETRY'
+       -- Written so that no index can serve it (status || ''): a generic plan would otherwise prefer the
+       -- in-flight index and scan all of the worker's rows for each input row, instead of one primary-key lookup.
+       AND t.status || '' = 'RUNNING' AND t.claimed_by_worker_id || '' = i.worker_id
+       AND t.claim_generation = i.generation
+     UNION ALL
+     SELECT i.*, t.attempt, t.started_at, t.worker_hostname, t.worker_pid, t.worker_process_name,
+            t.cancel_requested_at, t.good_until
+     FROM input i
+     CROSS JOIN LATERAL (
+       SELECT t.attempt, t.started_at, t.worker_hostname, t.worker_pid, t.worker_process_name,
+              t.cancel_requested_at, t.good_until, t.status, t.claimed_by_worker_id, t.claim_generation
        FROM {{schema}}.horsies_tasks t
        WHERE t.id = i.id
        FOR UPDATE
      ) t
-     -- Written so that no index can serve it (status || ''): a generic plan would otherwise prefer the in-flight
-     -- index and scan all of the worker's rows for each input row, instead of one primary-key lookup.
-     WHERE t.status || '' = 'RUNNING' AND t.claimed_by_worker_id || '' = i.worker_id
+     WHERE i.status = 'RETRY'
+       AND t.status || '' = 'RUNNING' AND t.claimed_by_worker_id || '' = i.worker_id
        AND t.claim_generation = i.generation
+   ), decided AS (
+     SELECT g.*,
+            CASE
+              WHEN g.status <> 'RETRY' THEN g.status
+              WHEN g.cancel_requested_at IS NOT NULL THEN 'CANCELLED'
+              WHEN g.good_until IS NOT NULL
+                   AND now() + g.retry_delay_ms * interval '1 millisecond' >= g.good_until THEN 'FAILED'
+              ELSE 'RETRY'
+            END AS final
+     FROM target g
    ), finished AS (
      UPDATE {{schema}}.horsies_tasks t
      SET status = CASE WHEN d.final IN ('RETRY', 'RELEASE') THEN 'PENDING' ELSE d.final END,
@@ -372,19 +388,24 @@ export const TaskFinishMany = statement<{ tasks: TaskFinish[] }, TaskFinishRow>(
                             THEN now() + GREATEST(t.retention_ms, 10000) * interval '1 millisecond' END,
          updated_at = now()
      FROM decided d
-     WHERE t.id = d.id
-     RETURNING t.id, t.status
+     -- The fence again, on the latest row version: a claim superseded since the lookup above is left alone.
+     WHERE t.id = d.id AND t.status || '' = 'RUNNING' AND t.claimed_by_worker_id || '' = d.worker_id
+       AND t.claim_generation = d.generation
+     -- Everything the attempt row needs comes back with the changed rows: no join of decided with finished.
+     RETURNING t.id, t.status, d.final, d.status AS requested, d.attempt, d.started_at, d.crashed, d.error_code,
+               d.error_message, d.failed_reason, d.worker_id, d.worker_hostname, d.worker_pid,
+               d.worker_process_name
    ), recorded AS (
      INSERT INTO {{schema}}.horsies_task_attempts
        (task_id, attempt, outcome, will_retry, started_at, finished_at, error_code, error_message, failed_reason,
         worker_id, worker_hostname, worker_pid, worker_process_name)
-     SELECT d.id, d.attempt,
-            CASE WHEN d.crashed THEN 'WORKER_FAILURE' WHEN d.final = 'COMPLETED' THEN 'COMPLETED' ELSE 'FAILED' END,
-            d.final = 'RETRY', d.started_at, now(),
-            CASE WHEN d.final = 'CANCELLED' AND d.status = 'RETRY' THEN 'TASK_CANCELLED' ELSE d.error_code END,
-            d.error_message, d.failed_reason, d.worker_id, d.worker_hostname, d.worker_pid, d.worker_process_name
-     FROM decided d
-     WHERE d.final <> 'RELEASE'
+     SELECT f.id, f.attempt,
+            CASE WHEN f.crashed THEN 'WORKER_FAILURE' WHEN f.final = 'COMPLETED' THEN 'COMPLETED' ELSE 'FAILED' END,
+            f.final = 'RETRY', f.started_at, now(),
+            CASE WHEN f.final = 'CANCELLED' AND f.requested = 'RETRY' THEN 'TASK_CANCELLED' ELSE f.error_code END,
+            f.error_message, f.failed_reason, f.worker_id, f.worker_hostname, f.worker_pid, f.worker_process_name
+     FROM finished f
+     WHERE f.final <> 'RELEASE'
    )
    SELECT id, status FROM finished`,
   ({ tasks }) => [

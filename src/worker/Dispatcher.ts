@@ -13,9 +13,19 @@ import type { TaskDefinition } from '../client/TaskDefinition.js';
 import type { Database } from '../db/Database.js';
 import { TaskReleaseClaimed } from '../db/liveness.js';
 import type { HeartbeatRole } from '../db/liveness.js';
-import type { ClaimedTaskRow, OwnedTask } from '../db/tasks.js';
+import type { ClaimedTaskRow, OwnedTask, TaskStartRow } from '../db/tasks.js';
 import type { CapGuard } from './CapGuard.js';
 import type { Executor } from './Executor.js';
+
+/** Tasks a claim started in the same round trip (`TaskClaimAndStart`), with the slots reserved for them. */
+export interface StartedWithClaim {
+  /** The tasks the claim tried to start, in claim order. */
+  tasks: ClaimedTaskRow[];
+  /** The start rows; a task missing here was lost before it started. */
+  rows: TaskStartRow[];
+  /** Slots reserved by {@link Dispatcher.reserveStarts} (at least `tasks.length`). */
+  reserved: number;
+}
 
 /** Where a held task is, locally. */
 export type Phase = 'claimed' | 'starting' | 'running' | 'finishing';
@@ -51,6 +61,7 @@ export class Dispatcher {
   private scheduled = false;
   private retryTimer: NodeJS.Timeout | null = null;
   private active = true;
+  private readonly hasPerWorkerLimits: boolean;
 
   constructor(
     private readonly db: Database,
@@ -60,7 +71,9 @@ export class Dispatcher {
     private readonly options: DispatcherOptions,
     private readonly logger: Logger,
     private readonly hooks: DispatcherHooks,
-  ) {}
+  ) {
+    this.hasPerWorkerLimits = [...registry.values()].some((t) => t.policies.maxConcurrentPerWorker !== null);
+  }
 
   /** Tasks held: claimed, starting, running, or finished but not yet written. */
   get size(): number {
@@ -74,9 +87,38 @@ export class Dispatcher {
     return { claimed, running: this.held.size - claimed };
   }
 
-  /** Takes in freshly claimed tasks and starts what the free slots allow. */
-  add(tasks: ClaimedTaskRow[]): void {
+  /**
+   * Reserves up to `max` free slots for tasks of `queue` that the claim itself will start (see
+   * {@link StartedWithClaim}); 0 when starts must go through this dispatcher: tasks are already waiting for a
+   * slot (they come first), the queue's starts pass a soft cap's gate, or a task has a per-worker limit.
+   */
+  reserveStarts(queue: string, max: number): number {
+    if (!this.active || this.waiting.length > 0 || this.caps.gatesStart(queue) || this.hasPerWorkerLimits)
+      return 0;
+    const n = Math.max(0, Math.min(max, this.options.concurrency - this.executor.running - this.starting));
+    this.starting += n;
+    return n;
+  }
+
+  /** Gives back slots reserved by {@link reserveStarts} when the claim failed. */
+  cancelReservation(reserved: number): void {
+    this.starting -= reserved;
+    this.scheduleDispatch();
+  }
+
+  /**
+   * Takes in freshly claimed tasks: those the claim started are launched at once (also during shutdown: they
+   * are RUNNING already), the others wait for a slot.
+   */
+  add(tasks: ClaimedTaskRow[], started?: StartedWithClaim): void {
     for (const row of tasks) this.held.set(row.id, { row, phase: 'claimed' });
+    if (started) {
+      this.starting -= started.reserved;
+      for (const task of started.tasks) this.setPhase(task.id, 'starting');
+      this.executor.launch(started.tasks, started.rows);
+      const launched = new Set(started.tasks.map((t) => t.id));
+      tasks = tasks.filter((t) => !launched.has(t.id));
+    }
     this.waiting.push(...tasks);
     this.dispatch();
   }

@@ -53,6 +53,8 @@ export interface ExecutorOptions {
   abortGraceMs: number;
   /** The app's error map, consulted after the task's. */
   appErrorCodes: ErrorCodeMap;
+  /** Starts wait for their WAL flush (see WorkerConfig.synchronousStarts). */
+  synchronousStarts: boolean;
   /** Random source for backoff jitter (tests inject one). */
   random?: RandomSource;
 }
@@ -103,6 +105,7 @@ export class Executor {
       {
         workerId: this.options.identity.workerId,
         tasks: tasks.map((t) => ({ id: t.id, generation: t.claim_generation })),
+        waitForFlush: this.options.synchronousStarts,
       },
       on,
     );

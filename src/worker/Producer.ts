@@ -2,10 +2,11 @@
  * The claim loop. Claims up to the worker's free capacity in one statement, then sleeps until a notification,
  * a freed slot (when more work may be waiting) or the poll interval, whichever comes first.
  */
-import type { Database, Queryable } from '../db/Database.js';
-import { TaskClaim } from '../db/tasks.js';
-import type { ClaimedTaskRow, WorkerIdentity } from '../db/tasks.js';
+import type { Database } from '../db/Database.js';
+import { TaskClaim, TaskClaimAndStart } from '../db/tasks.js';
+import type { ClaimAndStartRow, ClaimedTaskRow, WorkerIdentity } from '../db/tasks.js';
 import type { CapGuard } from './CapGuard.js';
+import type { StartedWithClaim } from './Dispatcher.js';
 
 /** Settings of a {@link Producer}. */
 export interface ProducerOptions {
@@ -15,6 +16,8 @@ export interface ProducerOptions {
   pollIntervalMs: number;
   leaseMs: number;
   identity: WorkerIdentity;
+  /** Starts wait for their WAL flush (see WorkerConfig.synchronousStarts). */
+  synchronousStarts: boolean;
   /**
    * Free slots needed before a freed slot triggers another claim while work is still running. Claiming in
    * batches costs one round trip per batch instead of one per task; an idle worker claims at once regardless.
@@ -30,8 +33,12 @@ export interface ProducerHooks {
   idle(): boolean;
   /** Task names worth claiming now (registered, and not at their per-worker limit). */
   claimableTaskNames(): string[];
-  /** Claimed tasks, already counted against capacity by the caller of runOnce. */
-  onClaimed(tasks: ClaimedTaskRow[]): void;
+  /** Free slots reserved for tasks of `queue` that the claim itself starts (0: the claim only claims). */
+  reserveStarts(queue: string, max: number): number;
+  /** Gives back a reservation after a failed claim. */
+  cancelReservation(reserved: number): void;
+  /** Claimed tasks, in claim order, and those of them the claim started. */
+  onClaimed(tasks: ClaimedTaskRow[], started?: StartedWithClaim): void;
   onError(error: unknown): void;
 }
 
@@ -63,32 +70,70 @@ export class Producer {
     this.moreLikely = false;
     const claimed: ClaimedTaskRow[] = [];
     for (const queue of this.options.queues) {
-      const claim = (on: Queryable | undefined, room: number) =>
-        this.db.run(
-          TaskClaim,
-          { queue, taskNames, limit: room, leaseMs: this.options.leaseMs, worker: this.options.identity },
-          on,
-        );
       const wanted = limit - claimed.length;
-      const rows = this.caps.applies(queue)
-        ? await this.caps.claimWithin(queue, wanted, claim)
-        : await claim(undefined, wanted);
+      const { rows, started } = this.caps.applies(queue)
+        ? { rows: await this.claimCapped(queue, taskNames, wanted), started: undefined }
+        : await this.claimAndStart(queue, taskNames, wanted);
       if (rows.length === 0) continue;
-      // UPDATE ... RETURNING does not keep the claim order; restore it for the executor.
-      rows.sort(
-        (a, b) =>
-          a.priority - b.priority ||
-          a.enqueued_at.getTime() - b.enqueued_at.getTime() ||
-          (a.id < b.id ? -1 : a.id > b.id ? 1 : 0),
-      );
       claimed.push(...rows);
-      this.hooks.onClaimed(rows);
+      this.hooks.onClaimed(rows, started);
       if (claimed.length === limit) {
         this.moreLikely = true;
         break;
       }
     }
     return claimed;
+  }
+
+  // Under a cap: the claim runs inside the cap's locked transaction, and starts go through the dispatcher.
+  private async claimCapped(queue: string, taskNames: string[], wanted: number): Promise<ClaimedTaskRow[]> {
+    const rows = await this.caps.claimWithin(queue, wanted, (on, room) =>
+      this.db.run(TaskClaim, { ...this.claimParams(queue, taskNames), limit: room }, on),
+    );
+    // UPDATE ... RETURNING does not keep the claim order; restore it for the executor.
+    return rows.sort(
+      (a, b) =>
+        a.priority - b.priority ||
+        a.enqueued_at.getTime() - b.enqueued_at.getTime() ||
+        (a.id < b.id ? -1 : a.id > b.id ? 1 : 0),
+    );
+  }
+
+  // Without a cap: one round trip claims and, for the slots free now, starts too (two commits).
+  private async claimAndStart(
+    queue: string,
+    taskNames: string[],
+    wanted: number,
+  ): Promise<{ rows: ClaimedTaskRow[]; started: StartedWithClaim | undefined }> {
+    const reserved = this.hooks.reserveStarts(queue, wanted);
+    let result: ClaimAndStartRow;
+    try {
+      [result] = (await this.db.run(TaskClaimAndStart, {
+        ...this.claimParams(queue, taskNames),
+        limit: wanted,
+        start: reserved,
+        waitForFlush: this.options.synchronousStarts,
+      })) as [ClaimAndStartRow];
+    } catch (error) {
+      this.hooks.cancelReservation(reserved);
+      throw error;
+    }
+    const rows = result.claimed.map((r) => ({ ...r, enqueued_at: new Date(r.enqueued_at) }));
+    if (rows.length === 0) this.hooks.cancelReservation(reserved);
+    if (reserved === 0 || rows.length === 0) return { rows, started: undefined };
+    const started = {
+      tasks: rows.slice(0, reserved),
+      rows: result.started.map((r) => ({
+        ...r,
+        started_at: r.started_at === null ? null : new Date(r.started_at),
+      })),
+      reserved,
+    };
+    return { rows, started };
+  }
+
+  private claimParams(queue: string, taskNames: string[]) {
+    return { queue, taskNames, leaseMs: this.options.leaseMs, worker: this.options.identity };
   }
 
   /** Starts the loop. */

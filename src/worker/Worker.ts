@@ -33,6 +33,7 @@ import { Executor } from './Executor.js';
 import { Heartbeater } from './Heartbeater.js';
 import { CapGuard } from './CapGuard.js';
 import { Dispatcher } from './Dispatcher.js';
+import type { StartedWithClaim } from './Dispatcher.js';
 import { Producer } from './Producer.js';
 import { StateReporter } from './StateReporter.js';
 import { ThreadPool } from './ThreadPool.js';
@@ -123,12 +124,15 @@ export class Worker extends EventEmitter<WorkerEvents> {
         pollIntervalMs: this.config.pollIntervalMs,
         leaseMs: this.config.claimLeaseMs,
         identity,
+        synchronousStarts: this.config.synchronousStarts,
         refillThreshold: Math.max(1, Math.floor(this.config.maxClaimBatch / 2)),
       },
       {
         capacity: () => (this.state === 'running' ? this.config.maxClaimPerWorker - this.dispatcher.size : 0),
         idle: () => this.dispatcher.size === 0,
-        onClaimed: (tasks) => this.onClaimed(tasks),
+        onClaimed: (tasks, started) => this.onClaimed(tasks, started),
+        reserveStarts: (queue, max) => this.dispatcher.reserveStarts(queue, max),
+        cancelReservation: (reserved) => this.dispatcher.cancelReservation(reserved),
         onError: (error) => this.fail('claim failed', error),
         claimableTaskNames: () => this.dispatcher.claimableTaskNames(),
       },
@@ -138,7 +142,12 @@ export class Worker extends EventEmitter<WorkerEvents> {
       db,
       app.tasks,
       this.logger,
-      { identity, abortGraceMs: this.config.abortGraceMs, appErrorCodes: app.config.errorCodes ?? [] },
+      {
+        identity,
+        abortGraceMs: this.config.abortGraceMs,
+        appErrorCodes: app.config.errorCodes ?? [],
+        synchronousStarts: this.config.synchronousStarts,
+      },
       {
         onSkipped: (task, reason) => {
           if (reason === 'expired') this.emit('task:expired', task.id);
@@ -340,12 +349,12 @@ export class Worker extends EventEmitter<WorkerEvents> {
     this.emit('worker:stopped');
   }
 
-  private onClaimed(tasks: ClaimedTaskRow[]): void {
+  private onClaimed(tasks: ClaimedTaskRow[], started?: StartedWithClaim): void {
     this.emit(
       'task:claimed',
       tasks.map((t) => t.id),
     );
-    this.dispatcher.add(tasks);
+    this.dispatcher.add(tasks, started);
   }
 
   private onLost(role: HeartbeatRole, ids: string[]): void {

@@ -29,6 +29,14 @@ export interface WorkerConfig {
   maxClaimAgeMs?: number;
   /** How often the worker writes a snapshot to `horsies_worker_states`; 0 turns it off. Default 5,000 ms. */
   snapshotIntervalMs?: number;
+  /**
+   * Make every start wait for its WAL flush (a synchronous commit), as outcomes always do. Default false: a
+   * start commits without waiting, which saves a disk flush per batch of starts; a server crash within a fraction
+   * of a second of a start can then undo it, and the task runs again later, as after a worker crash (the
+   * worker's next heartbeat finds it not RUNNING and stops the handler; nothing is written on the lost claim).
+   * Claims never wait for the flush: a lost claim only leaves the task PENDING.
+   */
+  synchronousStarts?: boolean;
   /** Most finished tasks written in one statement. Default 500. */
   completionBatchSize?: number;
   /** How long `stop()` waits for running handlers before stopping them. Default 30,000 ms. */
@@ -63,6 +71,7 @@ const workerConfigSchema = z.strictObject({
   claimLeaseMs: z.number().int().min(1000).default(60_000),
   maxClaimAgeMs: z.number().int().min(1000).default(600_000),
   snapshotIntervalMs: z.number().int().min(0).default(5_000),
+  synchronousStarts: z.boolean().default(false),
   completionBatchSize: z.number().int().min(1).max(10_000).default(500),
   drainTimeoutMs: z.number().int().min(0).default(30_000),
   abortGraceMs: z.number().int().min(0).default(5_000),
