@@ -5,7 +5,8 @@
  *
  * Starts go out in batches (runs that end in the same turn of the event loop start their successors in one
  * statement), respect each task's per-worker limit, and, in soft cap mode, pass the cap's gate: what finds no
- * room waits for a freed slot, a finished task elsewhere, or the next poll.
+ * room waits for a freed slot, a finished task elsewhere, or the next poll. When nothing is waiting and no limit or
+ * gate applies, the producer's claim may start tasks itself in free slots it reserves here (`reserveStarts`).
  */
 import type { StandardSchemaV1 } from '@standard-schema/spec';
 import type { Logger } from 'pino';

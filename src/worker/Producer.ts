@@ -1,6 +1,8 @@
 /**
  * The claim loop. Claims up to the worker's free capacity in one statement, then sleeps until a notification,
- * a freed slot (when more work may be waiting) or the poll interval, whichever comes first.
+ * a freed slot (when more work may be waiting) or the poll interval, whichever comes first. Where the dispatcher
+ * allows, the same round trip also starts as many of the claimed tasks as there are free slots
+ * (`TaskClaimAndStart`: the claim and the start stay two transitions with their own commits).
  */
 import type { Database } from '../db/Database.js';
 import { TaskClaim, TaskClaimAndStart } from '../db/tasks.js';

@@ -100,23 +100,26 @@ export function resolveWorkerConfig(
   appQueues: readonly string[],
   hasBlockingTasks = false,
 ): ResolvedWorkerConfig {
-  const schema = workerConfigSchema.superRefine((c, ctx) => {
-    if (hasBlockingTasks && c.appModule === undefined) {
-      ctx.addIssue({
-        code: 'custom',
-        path: ['appModule'],
-        message: 'is required: the app has blocking tasks, and their threads load the app from this module',
-      });
-    }
-    c.queues?.forEach((q, i) => {
-      if (!appQueues.includes(q)) {
-        ctx.addIssue({
-          code: 'custom',
-          path: ['queues', i],
-          message: `is not one of the app's queues (${appQueues.join(', ')})`,
-        });
-      }
-    });
+  // Checked field by field (not in a refinement of the whole object, which zod skips once any field fails), so
+  // that these problems are reported together with the others.
+  const schema = workerConfigSchema.extend({
+    queues: z
+      .array(
+        z
+          .string()
+          .regex(QUEUE_NAME_PATTERN, 'is not a valid queue name')
+          .refine((q) => appQueues.includes(q), `is not one of the app's queues (${appQueues.join(', ')})`),
+      )
+      .min(1)
+      .optional(),
+    appModule: hasBlockingTasks
+      ? z.union([z.string().min(1), z.instanceof(URL)], {
+          error: (issue) =>
+            issue.input === undefined
+              ? 'is required: the app has blocking tasks, and their threads load the app from this module'
+              : undefined,
+        })
+      : workerConfigSchema.shape.appModule,
   });
   const parsed = parseConfig('worker config', schema, config);
   const host = hostname();

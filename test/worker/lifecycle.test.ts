@@ -1,7 +1,7 @@
 /** The transitions of the core lifecycle, observed in the rows. */
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { TaskClaim, TaskFinishMany, TaskStartMany } from '../../src/db/tasks.js';
+import { TaskClaim, TaskClaimAndStart, TaskFinishMany, TaskStartMany } from '../../src/db/tasks.js';
 import type { WorkerIdentity } from '../../src/db/tasks.js';
 import { TaskError } from '../../src/errors.js';
 import { eventually, useTestSchema, waitForEvent, trackStarts } from '../support/db.js';
@@ -312,6 +312,62 @@ describe('scheduling and deadlines', () => {
     expect(await attempts(handle.id)).toHaveLength(0);
     const result = await handle.result({ timeoutMs: 5_000 });
     expect(result.ok ? null : result.error.code).toBe('TASK_EXPIRED');
+  });
+
+  it('claims and starts in one round trip, each transition in a transaction of its own', async () => {
+    const app = t.app();
+    const step = app.task({
+      name: 'lifecycle.step',
+      input: z.object({ i: z.number() }),
+      handler: () => null,
+    });
+    const handles = await step.sendMany([0, 1, 2, 3, 4].map((i) => ({ input: { i } })));
+    const client = await app.db.pool.connect();
+    try {
+      const [result] = await app.db.run(
+        TaskClaimAndStart,
+        {
+          queue: 'default',
+          taskNames: ['lifecycle.step'],
+          limit: 5,
+          start: 2,
+          leaseMs: 30_000,
+          worker: identity('w-step'),
+          waitForFlush: false,
+        },
+        client,
+      );
+      // Claim order is send order; the first two are started.
+      expect(result!.claimed.map((c) => c.id)).toEqual(handles.map((h) => h.id));
+      expect(result!.started.map((r) => [r.id, r.status, r.attempt])).toEqual([
+        [handles[0]!.id, 'RUNNING', 1],
+        [handles[1]!.id, 'RUNNING', 1],
+      ]);
+      // The claims and starts commit asynchronously, for their own transactions only: the connection's next
+      // transaction (a send, say) still waits for its flush.
+      const { rows } = await client.query<{ synchronous_commit: string }>('SHOW synchronous_commit');
+      expect(rows[0]!.synchronous_commit).toBe('on');
+    } finally {
+      client.release();
+    }
+    const stored = await Promise.all(handles.map((h) => row(h.id)));
+    expect(stored.map((r) => r.status)).toEqual(['RUNNING', 'RUNNING', 'CLAIMED', 'CLAIMED', 'CLAIMED']);
+    // now() is the transaction's start time: a start later than its claim was committed in another transaction.
+    for (const r of stored.slice(0, 2))
+      expect(r.started_at!.getTime()).toBeGreaterThan(r.claimed_at!.getTime());
+    // A worker that claims with no free slot only claims.
+    const more = await step.send({ i: 5 });
+    const [claimOnly] = await app.db.run(TaskClaimAndStart, {
+      queue: 'default',
+      taskNames: ['lifecycle.step'],
+      limit: 1,
+      start: 0,
+      leaseMs: 30_000,
+      worker: identity('w-step'),
+    });
+    expect(claimOnly!.claimed.map((c) => c.id)).toEqual([more.id]);
+    expect(claimOnly!.started).toEqual([]);
+    expect((await row(more.id)).status).toBe('CLAIMED');
   });
 
   it('lets the worker expire a task claimed just before its deadline', async () => {
