@@ -22,8 +22,9 @@ export const HORSIES_VARIANTS: HorsiesVariant[] = [
     schema: 'bench_horsies',
     worker: { concurrency: CONCURRENCY },
     settings:
-      'defaults: app.worker({ concurrency: 10 }) (claim batch = concurrency, LISTEN/NOTIFY wake-ups, 2 s poll, ' +
-      'finishes written in batches of up to 500); every state change is a durable PostgreSQL commit.',
+      'defaults: app.worker({ concurrency: 10 }) (claim batch = free slots, claimed and started in one round trip, ' +
+      'LISTEN/NOTIFY wake-ups, 2 s poll, finishes written in batches of up to 500); claims and starts commit ' +
+      'without waiting for the WAL flush, outcomes (with their attempt rows) wait for it.',
   },
   {
     id: 'horsies-prefetch',

@@ -1,0 +1,142 @@
+/**
+ * Where a drain's time goes. `npm run profile:drain` (uses DATABASE_URL, or starts an embedded PostgreSQL) drains
+ * TASKS no-op tasks (default 20,000) with one worker (CONCURRENCY, default 10; PREFETCH, default 0) and prints:
+ * tasks/s; the CPU time per task of the PostgreSQL processes (read from /proc, so only for a server on this Linux
+ * machine) and of this process; and, per statement the worker sent, the calls, tasks per call and time per call
+ * as the client saw it, beside the server's execution time and WAL records when `pg_stat_statements` is loaded.
+ */
+import { mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pino } from 'pino';
+import { z } from 'zod';
+import type { Statement } from '../src/db/Database.js';
+import { createApp, startEmbeddedServer } from '../src/index.js';
+
+const TASKS = Number(process.env.TASKS ?? 20_000);
+const CONCURRENCY = Number(process.env.CONCURRENCY ?? 10);
+const PREFETCH = Number(process.env.PREFETCH ?? 0);
+const SCHEMA = 'profile_drain';
+
+/** CPU time (ms) of every process named `postgres`, with what their exited children used. */
+function postgresCpuMs(): number {
+  let ticks = 0;
+  for (const pid of readdirSync('/proc').filter((p) => /^\d+$/.test(p))) {
+    try {
+      if (readFileSync(`/proc/${pid}/comm`, 'utf8').trim() !== 'postgres') continue;
+      const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+      ticks += [11, 12, 13, 14].reduce((sum, i) => sum + Number(fields[i]), 0);
+    } catch {
+      // the process ended meanwhile
+    }
+  }
+  return ticks * 10; // USER_HZ is 100 on Linux
+}
+
+interface Timing {
+  calls: number;
+  ms: number;
+  rows: number;
+}
+
+async function profile(databaseUrl: string): Promise<void> {
+  const app = createApp({ databaseUrl, schema: SCHEMA, logger: pino({ level: 'warn' }) });
+  await app.db.pool.query(`DROP SCHEMA IF EXISTS ${SCHEMA} CASCADE`);
+  await app.migrate();
+  const noop = app.task({ name: 'noop', input: z.object({ i: z.number() }), handler: () => null });
+  await noop.sendMany(Array.from({ length: TASKS }, (_, i) => ({ input: { i } })));
+  await app.db.pool.query('CHECKPOINT');
+  const statements = await app.db.pool
+    .query('SELECT pg_stat_statements_reset()')
+    .then(() => true)
+    .catch(() => false);
+
+  // Every statement the worker sends goes through Database.run: time it there.
+  const timings = new Map<string, Timing>();
+  const run = app.db.run.bind(app.db);
+  app.db.run = async <P, R>(stmt: Statement<P, R>, params: P, on?: Parameters<typeof run>[2]) => {
+    const started = performance.now();
+    const rows = await run(stmt, params, on);
+    const t = timings.get(stmt.name) ?? { calls: 0, ms: 0, rows: 0 };
+    t.calls += 1;
+    t.ms += performance.now() - started;
+    const first = rows[0] as { claimed?: unknown[] } | undefined;
+    t.rows += Array.isArray(first?.claimed) ? first.claimed.length : rows.length;
+    timings.set(stmt.name, t);
+    return rows;
+  };
+
+  const worker = app.worker({
+    concurrency: CONCURRENCY,
+    prefetch: PREFETCH,
+    snapshotIntervalMs: 0,
+    maintenance: false,
+  });
+  let finished = 0;
+  const done = new Promise<void>((resolve) =>
+    worker.on('task:finished', (rows) => {
+      finished += rows.length;
+      if (finished >= TASKS) resolve();
+    }),
+  );
+  const pg0 = postgresCpuMs();
+  const cpu0 = process.cpuUsage();
+  const started = performance.now();
+  await worker.start();
+  await done;
+  const seconds = (performance.now() - started) / 1000;
+  const pgUs = ((postgresCpuMs() - pg0) / TASKS) * 1000;
+  const cpu = process.cpuUsage(cpu0);
+  await worker.stop();
+
+  console.log(
+    `${TASKS} tasks, concurrency ${CONCURRENCY}, prefetch ${PREFETCH}: ${Math.round(TASKS / seconds)} tasks/s; ` +
+      `CPU per task: PostgreSQL ${Math.round(pgUs)} µs, this process ${Math.round((cpu.user + cpu.system) / TASKS)} µs`,
+  );
+  console.log('statement            calls  tasks/call  client ms/call');
+  for (const [name, t] of [...timings].filter(([, t]) => t.calls >= 10)) {
+    console.log(
+      `${name.padEnd(20)} ${String(t.calls).padStart(5)}  ${(t.rows / t.calls).toFixed(1).padStart(10)}  ` +
+        `${(t.ms / t.calls).toFixed(2).padStart(14)}`,
+    );
+  }
+  if (statements) {
+    const { rows } = await app.db.pool.query<{ calls: string; ms: string; wal: string; query: string }>(
+      `SELECT calls, round((total_exec_time / calls)::numeric, 3) AS ms, wal_records / calls AS wal,
+              left(regexp_replace(query, '\\s+', ' ', 'g'), 60) AS query
+       FROM pg_stat_statements WHERE calls >= 10 AND toplevel AND query ILIKE '%${SCHEMA}%'
+       ORDER BY total_exec_time DESC LIMIT 6`,
+    );
+    console.log('\nserver (pg_stat_statements): calls, execution ms/call, WAL records/call, statement');
+    for (const r of rows) console.log(`  ${r.calls}  ${r.ms}  ${r.wal}  ${r.query}`);
+  } else {
+    console.log('\nserver figures skipped: pg_stat_statements is not loaded (shared_preload_libraries)');
+  }
+  await app.db.pool.query(`DROP SCHEMA ${SCHEMA} CASCADE`);
+  await app.close();
+}
+
+async function main(): Promise<void> {
+  let dataDir: string | null = null;
+  let server: Awaited<ReturnType<typeof startEmbeddedServer>> | null = null;
+  let url = process.env.DATABASE_URL;
+  if (!url) {
+    dataDir = mkdtempSync(join(tmpdir(), 'horsies-profile-'));
+    server = await startEmbeddedServer({ dataDir, persistent: false });
+    url = server.url;
+  }
+  try {
+    await profile(url);
+  } finally {
+    await server?.stop();
+    if (dataDir) rmSync(dataDir, { recursive: true, force: true });
+  }
+}
+
+main().then(
+  () => process.exit(0),
+  (error: unknown) => {
+    console.error(error);
+    process.exit(1);
+  },
+);
