@@ -3,13 +3,11 @@
  * `npm run bench:caps` (uses DATABASE_URL, or starts an embedded PostgreSQL). Prints tasks/s per setting
  * (median and min–max over interleaved rounds) and each capped setting's ratio to the uncapped one.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { pino } from 'pino';
 import { z } from 'zod';
-import { createApp, startEmbeddedServer } from '../src/index.js';
+import { createApp } from '../src/index.js';
 import type { AppConfig } from '../src/index.js';
+import { runScript, withDatabase } from './database.js';
 
 const TASKS = Number(process.env.TASKS ?? 6_000);
 const ROUNDS = Number(process.env.ROUNDS ?? 3);
@@ -78,44 +76,25 @@ function median(values: number[]): number {
   return sorted[Math.floor(sorted.length / 2)] ?? 0;
 }
 
-async function main(): Promise<void> {
-  let dataDir: string | null = null;
-  let server: Awaited<ReturnType<typeof startEmbeddedServer>> | null = null;
-  let url = process.env.DATABASE_URL;
-  if (!url) {
-    dataDir = mkdtempSync(join(tmpdir(), 'horsies-bench-caps-'));
-    server = await startEmbeddedServer({ dataDir, persistent: false });
-    url = server.url;
+async function measure(url: string): Promise<void> {
+  const samples = new Map<string, number[]>(Object.keys(settings).map((k) => [k, []]));
+  for (let r = 1; r <= ROUNDS; r += 1) {
+    console.log(
+      `round ${r}/${ROUNDS} (${TASKS} no-op tasks over 2 queues, ${WORKERS} workers x ${CONCURRENCY})`,
+    );
+    for (const [name, extra] of Object.entries(settings))
+      samples.get(name)!.push(await round(url, name, extra));
   }
-  try {
-    const samples = new Map<string, number[]>(Object.keys(settings).map((k) => [k, []]));
-    for (let r = 1; r <= ROUNDS; r += 1) {
-      console.log(
-        `round ${r}/${ROUNDS} (${TASKS} no-op tasks over 2 queues, ${WORKERS} workers x ${CONCURRENCY})`,
-      );
-      for (const [name, extra] of Object.entries(settings))
-        samples.get(name)!.push(await round(url, name, extra));
-    }
-    const base = median(samples.get('no caps')!);
-    console.log('\nsetting                              tasks/s (median, min–max)   vs no caps');
-    for (const [name, values] of samples) {
-      const m = median(values);
-      const range = `${Math.round(Math.min(...values))}–${Math.round(Math.max(...values))}`;
-      console.log(
-        `${name.padEnd(36)} ${String(Math.round(m)).padStart(7)} (${range})`.padEnd(64) +
-          `${(m / base).toFixed(2)}x`,
-      );
-    }
-  } finally {
-    await server?.stop();
-    if (dataDir) rmSync(dataDir, { recursive: true, force: true });
+  const base = median(samples.get('no caps')!);
+  console.log('\nsetting                              tasks/s (median, min–max)   vs no caps');
+  for (const [name, values] of samples) {
+    const m = median(values);
+    const range = `${Math.round(Math.min(...values))}–${Math.round(Math.max(...values))}`;
+    console.log(
+      `${name.padEnd(36)} ${String(Math.round(m)).padStart(7)} (${range})`.padEnd(64) +
+        `${(m / base).toFixed(2)}x`,
+    );
   }
 }
 
-main().then(
-  () => process.exit(0),
-  (error: unknown) => {
-    console.error(error);
-    process.exit(1);
-  },
-);
+runScript(() => withDatabase(measure));

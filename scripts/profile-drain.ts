@@ -5,13 +5,12 @@
  * machine) and of this process; and, per statement the worker sent, the calls, tasks per call and time per call
  * as the client saw it, beside the server's execution time and WAL records when `pg_stat_statements` is loaded.
  */
-import { mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { readFileSync, readdirSync } from 'node:fs';
 import { pino } from 'pino';
 import { z } from 'zod';
 import type { Statement } from '../src/db/Database.js';
-import { createApp, startEmbeddedServer } from '../src/index.js';
+import { createApp } from '../src/index.js';
+import { runScript, withDatabase } from './database.js';
 
 const TASKS = Number(process.env.TASKS ?? 20_000);
 const CONCURRENCY = Number(process.env.CONCURRENCY ?? 10);
@@ -116,27 +115,4 @@ async function profile(databaseUrl: string): Promise<void> {
   await app.close();
 }
 
-async function main(): Promise<void> {
-  let dataDir: string | null = null;
-  let server: Awaited<ReturnType<typeof startEmbeddedServer>> | null = null;
-  let url = process.env.DATABASE_URL;
-  if (!url) {
-    dataDir = mkdtempSync(join(tmpdir(), 'horsies-profile-'));
-    server = await startEmbeddedServer({ dataDir, persistent: false });
-    url = server.url;
-  }
-  try {
-    await profile(url);
-  } finally {
-    await server?.stop();
-    if (dataDir) rmSync(dataDir, { recursive: true, force: true });
-  }
-}
-
-main().then(
-  () => process.exit(0),
-  (error: unknown) => {
-    console.error(error);
-    process.exit(1);
-  },
-);
+runScript(() => withDatabase(profile));

@@ -27,6 +27,12 @@ export interface EmbeddedServer {
   url: string;
   /** Stops the server (and deletes the data directory unless persistent). */
   stop(): Promise<void>;
+  /**
+   * Stops the server the way a crash would (for fault tests): an immediate shutdown, which flushes and
+   * checkpoints nothing, so the next start runs crash recovery. Resolves once the server process is gone; start
+   * it again with {@link startEmbeddedServer} on the same data directory.
+   */
+  crash(): Promise<void>;
 }
 
 /** Finds a free TCP port on the loopback interface. */
@@ -89,6 +95,7 @@ export async function startEmbeddedServer(options: EmbeddedServerOptions): Promi
   return {
     url: `postgres://${user}:${password}@127.0.0.1:${port}/${database}`,
     stop: () => server.stop(),
+    crash: () => crash(options.dataDir),
   };
 }
 
@@ -103,6 +110,13 @@ function dropExitHooks(before: Set<unknown>): void {
   for (const listener of process.listeners('exit')) {
     if (!before.has(listener)) process.off('exit', listener);
   }
+}
+
+// SIGQUIT is PostgreSQL's immediate shutdown: the postmaster and every backend exit at once.
+async function crash(dataDir: string): Promise<void> {
+  const pid = Number(readFileSync(join(dataDir, 'postmaster.pid'), 'utf8').split('\n')[0]);
+  process.kill(pid, 'SIGQUIT');
+  while (isAlive(pid)) await new Promise((resolve) => setTimeout(resolve, 20));
 }
 
 // A server killed without a clean shutdown leaves postmaster.pid behind, and the next start refuses to run.

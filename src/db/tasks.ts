@@ -223,18 +223,7 @@ export const TaskClaimAndStart = statement<
 >(
   'TaskClaimAndStart',
   `CALL {{schema}}.horsies_claim_and_start($1, $2::text[], $3, $4, $5, $6, $7, $8, $9, $10, NULL, NULL)`,
-  ({ queue, taskNames, limit, start, leaseMs, worker, waitForFlush }) => [
-    queue,
-    taskNames,
-    limit,
-    start,
-    leaseMs,
-    worker.workerId,
-    worker.hostname,
-    worker.pid,
-    worker.processName,
-    waitForFlush ?? true,
-  ],
+  (params) => [...TaskClaim.values(params), params.start, params.waitForFlush ?? true],
 );
 
 /** A task the worker holds: its id and the claim generation it got. */

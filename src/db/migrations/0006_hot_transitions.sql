@@ -134,8 +134,8 @@ $$;
 -- order) like horsies_start_tasks, after committing the claim: one round trip, two transitions, two commits.
 -- Both results come back as JSON arrays of the functions' rows. Call it outside any transaction block.
 CREATE PROCEDURE {{schema}}.horsies_claim_and_start(
-  p_queue text, p_task_names text[], p_limit integer, p_start integer, p_lease_ms integer,
-  p_worker_id text, p_hostname text, p_pid integer, p_process_name text, p_wait_for_flush boolean,
+  p_queue text, p_task_names text[], p_limit integer, p_lease_ms integer,
+  p_worker_id text, p_hostname text, p_pid integer, p_process_name text, p_start integer, p_wait_for_flush boolean,
   INOUT claimed jsonb DEFAULT NULL, INOUT started jsonb DEFAULT NULL)
 LANGUAGE plpgsql AS $$
 DECLARE
