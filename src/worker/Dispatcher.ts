@@ -62,7 +62,6 @@ export class Dispatcher {
   private scheduled = false;
   private retryTimer: NodeJS.Timeout | null = null;
   private active = true;
-  private readonly hasPerWorkerLimits: boolean;
 
   constructor(
     private readonly db: Database,
@@ -72,9 +71,7 @@ export class Dispatcher {
     private readonly options: DispatcherOptions,
     private readonly logger: Logger,
     private readonly hooks: DispatcherHooks,
-  ) {
-    this.hasPerWorkerLimits = [...registry.values()].some((t) => t.policies.maxConcurrentPerWorker !== null);
-  }
+  ) {}
 
   /** Tasks held: claimed, starting, running, or finished but not yet written. */
   get size(): number {
@@ -94,8 +91,8 @@ export class Dispatcher {
    * slot (they come first), the queue's starts pass a soft cap's gate, or a task has a per-worker limit.
    */
   reserveStarts(queue: string, max: number): number {
-    if (!this.active || this.waiting.length > 0 || this.caps.gatesStart(queue) || this.hasPerWorkerLimits)
-      return 0;
+    if (!this.active || this.waiting.length > 0 || this.caps.gatesStart(queue)) return 0;
+    if ([...this.registry.values()].some((t) => t.policies.maxConcurrentPerWorker !== null)) return 0;
     const n = Math.max(0, Math.min(max, this.options.concurrency - this.executor.running - this.starting));
     this.starting += n;
     return n;
