@@ -40,7 +40,10 @@ export interface SendOptions {
 
 /** Options that apply to a whole send call. */
 export interface SendCallOptions {
-  /** Run the insert on this connection, inside the caller's transaction: if it rolls back, no task exists. */
+  /**
+   * Run the insert on this connection, inside the caller's transaction: if it rolls back, no task exists. A send
+   * that throws (a payload mismatch, say) may have inserted its other items into that transaction: roll it back.
+   */
   tx?: Queryable;
 }
 
@@ -196,6 +199,20 @@ export async function insertTasks(db: Database, tasks: TaskInsert[], tx?: Querya
     return tasks.map((t) => t.id);
   }
   checkRepeatsWithinCall(tasks);
+  // A task named by id or key may turn out to mismatch a stored one, and then the call must store nothing: the
+  // insert and the check share a transaction (the caller's, or one of their own). A lone task needs none.
+  const mayMismatch = tasks.length > 1 && tasks.some((t) => t.enqueueSha !== null);
+  if (tx === undefined && mayMismatch) return db.transaction((client) => insertResolved(db, tasks, client));
+  return insertResolved(db, tasks, tx);
+}
+
+// Inserts with ON CONFLICT DO NOTHING, then resolves each conflict to the stored task: a repeat (same payload)
+// stands for the item, a different payload is a PayloadMismatchError.
+async function insertResolved(
+  db: Database,
+  tasks: TaskInsert[],
+  tx: Queryable | undefined,
+): Promise<string[]> {
   const conflicts = new Map((await db.run(TaskInsertMany, { tasks }, tx)).map((r) => [r.requested_id, r]));
   if (conflicts.size === 0) return tasks.map((t) => t.id);
   // A conflict with a send that committed after this statement's snapshot: the row exists but was not visible.

@@ -364,6 +364,23 @@ describe('idempotent sends', () => {
     expect(await countRows('task_name = $1', [task.name])).toBe(0);
   });
 
+  it('sendMany: an item clashing with a stored task of another input stores none of the others', async () => {
+    const task = pointTask('many-stored-mismatch');
+    const idempotencyKey = `key-${randomUUID()}`;
+    const stored = await task.send({ x: 1, y: 1 }, { idempotencyKey });
+    const error = await rejectsWithoutStoring(
+      () =>
+        task.sendMany([
+          { input: { x: 5, y: 5 } },
+          { input: { x: 1, y: 2 }, idempotencyKey },
+          { input: { x: 6, y: 6 }, id: randomUUID() },
+        ]),
+      PayloadMismatchError,
+    );
+    expect(error.taskId).toBe(stored.id);
+    expect(await countRows('task_name = $1', [task.name])).toBe(1);
+  });
+
   it('sendMany: two items with the same idempotency key and input both get the first task', async () => {
     const task = pointTask('many-same-key');
     const idempotencyKey = `key-${randomUUID()}`;
