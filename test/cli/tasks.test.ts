@@ -1,7 +1,6 @@
 /** `horsies tasks list|show|retry|cancel`, run as real processes against rows made directly with SQL. */
 import { describe, expect, it } from 'vitest';
-import * as factories from '../support/factories.js';
-import type { TaskSpec } from '../support/factories.js';
+import { factoriesFor } from '../support/factories.js';
 import { runCli } from '../support/cli.js';
 import type { CliResult } from '../support/cli.js';
 import { databaseUrl, useTestSchema } from '../support/db.js';
@@ -12,9 +11,7 @@ function cli(...args: string[]): Promise<CliResult> {
   return runCli([...args, '--schema', t.schema], { DATABASE_URL: databaseUrl() });
 }
 
-const insertTask = (spec: TaskSpec): Promise<string> => factories.insertTask(t, spec);
-const insertAttempt = (taskId: string, attempt: number, outcome: 'COMPLETED' | 'FAILED'): Promise<void> =>
-  factories.insertAttempt(t, taskId, attempt, outcome);
+const { insertTask, insertAttempt } = factoriesFor(t);
 
 async function row(
   id: string,

@@ -11,16 +11,12 @@ import { TaskClaim, TaskStartMany } from '../../src/db/tasks.js';
 import { ConfigError, TaskError } from '../../src/errors.js';
 import type { TaskFilter } from '../../src/client/operations.js';
 import type { TaskStatus } from '../../src/types.js';
-import * as factories from '../support/factories.js';
-import type { TaskSpec } from '../support/factories.js';
+import { factoriesFor } from '../support/factories.js';
 import { databaseUrl, eventually, useTestSchema } from '../support/db.js';
 
 const t = await useTestSchema();
 
-const insertTasks = (spec: TaskSpec): Promise<string[]> => factories.insertTasks(t, spec);
-const insertTask = (spec: TaskSpec): Promise<string> => factories.insertTask(t, spec);
-const insertAttempt = (taskId: string, attempt: number, outcome: 'COMPLETED' | 'FAILED'): Promise<void> =>
-  factories.insertAttempt(t, taskId, attempt, outcome);
+const { insertTasks, insertTask, insertAttempt } = factoriesFor(t);
 
 interface Row {
   id: string;

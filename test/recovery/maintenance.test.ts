@@ -13,8 +13,7 @@ import type { MaintenanceService } from '../../src/recovery/Maintainer.js';
 import { Retainer } from '../../src/recovery/Retainer.js';
 import type { RetainerResult } from '../../src/recovery/Retainer.js';
 import type { ResolvedRecoveryConfig } from '../../src/recovery/config.js';
-import * as factories from '../support/factories.js';
-import type { TaskSpec } from '../support/factories.js';
+import { factoriesFor } from '../support/factories.js';
 import { eventually, testLogger, useTestSchema, waitForEvent } from '../support/db.js';
 
 const t = await useTestSchema();
@@ -29,10 +28,7 @@ beforeEach(async () => {
   );
 });
 
-const insertTasks = (spec: TaskSpec): Promise<string[]> => factories.insertTasks(t, spec);
-const insertTask = (spec: TaskSpec): Promise<string> => factories.insertTask(t, spec);
-const insertAttempt = (taskId: string, attempt: number, outcome: 'COMPLETED' | 'FAILED'): Promise<void> =>
-  factories.insertAttempt(t, taskId, attempt, outcome);
+const { insertTasks, insertTask, insertAttempt } = factoriesFor(t);
 
 interface Row {
   id: string;

@@ -114,3 +114,13 @@ export async function insertAttempt(
     [taskId, attempt, outcome, outcome === 'COMPLETED' ? null : 'BOOM'],
   );
 }
+
+/** The factories bound to one test schema. */
+export function factoriesFor(t: TestSchema) {
+  return {
+    insertTasks: (spec: TaskSpec): Promise<string[]> => insertTasks(t, spec),
+    insertTask: (spec: TaskSpec): Promise<string> => insertTask(t, spec),
+    insertAttempt: (taskId: string, attempt: number, outcome: 'COMPLETED' | 'FAILED'): Promise<void> =>
+      insertAttempt(t, taskId, attempt, outcome),
+  };
+}
