@@ -3,18 +3,12 @@
  * PostgreSQL server restarts under a running worker. LISTEN must come back by itself, and no task may be lost or
  * completed twice.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { App } from '../../src/client/App.js';
-import { isTransientDatabaseError } from '../../src/db/Database.js';
-import { freePort, startEmbeddedServer } from '../../src/db/EmbeddedServer.js';
-import type { EmbeddedServer } from '../../src/db/EmbeddedServer.js';
 import type { Worker } from '../../src/worker/Worker.js';
 import { eventually, testLogger, useTestSchema } from '../support/db.js';
+import { countOrMinusOne, queryThroughOutage, startOwnServer } from '../support/ownServer.js';
 
 const t = await useTestSchema();
 
@@ -114,17 +108,13 @@ describe('the LISTEN connections killed by the server', () => {
 describe('a PostgreSQL restart under a running worker', () => {
   it('loses no task and completes each exactly once', { timeout: 120_000 }, async () => {
     const TASKS = 300;
-    const dataDir = mkdtempSync(join(tmpdir(), 'horsies-restart-pg-'));
-    const port = await freePort();
-    let server: EmbeddedServer | null = null;
+    const own = await startOwnServer();
+    const pool = own.side;
     let app: App | null = null;
     let worker: Worker | null = null;
-    let side: pg.Pool | null = null;
     try {
-      server = await startEmbeddedServer({ dataDir, port, persistent: true });
-      const url = server.url;
       app = new App({
-        databaseUrl: url,
+        databaseUrl: own.url,
         schema: 'restart_test',
         logger: testLogger,
         recovery: {
@@ -136,10 +126,6 @@ describe('a PostgreSQL restart under a running worker', () => {
         },
       });
       await app.migrate();
-      side = new pg.Pool({ connectionString: url, max: 4 });
-      // Idle clients lose their connection when the server stops; the pool drops them.
-      side.on('error', () => undefined);
-      const pool = side;
       // One row per run, keyed by attempt, so a retried insert of the same run cannot count twice.
       await pool.query(
         'CREATE TABLE restart_test.restart_runs (task_id text NOT NULL, attempt int NOT NULL, PRIMARY KEY (task_id, attempt))',
@@ -153,18 +139,12 @@ describe('a PostgreSQL restart under a running worker', () => {
         handler: async ({ n }, ctx) => {
           await sleep(20);
           // The record survives the outage: retried while the server is away (the run is not abandoned).
-          for (;;) {
-            try {
-              await pool.query(
-                'INSERT INTO restart_test.restart_runs (task_id, attempt) VALUES ($1, $2) ON CONFLICT DO NOTHING',
-                [ctx.taskId, ctx.attempt],
-              );
-              break;
-            } catch (error) {
-              if (!isTransientDatabaseError(error) || ctx.signal.aborted) throw error;
-              await sleep(100);
-            }
-          }
+          await queryThroughOutage(
+            pool,
+            'INSERT INTO restart_test.restart_runs (task_id, attempt) VALUES ($1, $2) ON CONFLICT DO NOTHING',
+            [ctx.taskId, ctx.attempt],
+            ctx.signal,
+          );
           return n;
         },
       });
@@ -181,29 +161,22 @@ describe('a PostgreSQL restart under a running worker', () => {
       const ids = handles.map((h) => h.id);
       await some;
 
-      const completedCount = async (): Promise<number> =>
-        (
-          await pool.query<{ n: number }>(
-            "SELECT count(*)::int AS n FROM restart_test.horsies_tasks WHERE status = 'COMPLETED'",
-          )
-        ).rows[0]!.n;
+      const completedCount = (): Promise<number> =>
+        countOrMinusOne(
+          pool,
+          "SELECT count(*)::int AS n FROM restart_test.horsies_tasks WHERE status = 'COMPLETED'",
+        );
       const completedBeforeStop = await completedCount();
       expect(completedBeforeStop).toBeGreaterThan(0);
       expect(completedBeforeStop).toBeLessThan(TASKS);
 
       const stoppingAt = Date.now();
-      await server.stop();
+      await own.stop('clean');
       const stoppedAt = Date.now();
       await sleep(1_000);
-      server = await startEmbeddedServer({ dataDir, port, persistent: true });
+      await own.start();
       const restartedAt = Date.now();
-      await eventually(async () => {
-        try {
-          return (await completedCount()) === TASKS;
-        } catch {
-          return false; // the side pool reconnects on the next try
-        }
-      }, 60_000);
+      await eventually(async () => (await completedCount()) === TASKS, 60_000);
       const recoveredMs = Date.now() - restartedAt;
 
       const results = await Promise.all(handles.map((h) => h.result({ timeoutMs: 15_000 })));
@@ -256,15 +229,10 @@ describe('a PostgreSQL restart under a running worker', () => {
           `reaper`,
       );
     } finally {
-      if (worker) {
-        const stopped = worker.stop();
-        // With the server down (a failed test), the worker's last writes would retry forever.
-        await Promise.race([stopped, sleep(15_000)]);
-      }
+      // With the server down (a failed test), the worker's last writes would retry forever.
+      if (worker) await Promise.race([worker.stop(), sleep(15_000)]);
       await app?.close();
-      await side?.end();
-      await server?.stop();
-      rmSync(dataDir, { recursive: true, force: true });
+      await own.close();
     }
   });
 });

@@ -4,34 +4,25 @@
  * them. No task may be lost, stuck or completed twice: a lost claim leaves the task PENDING, a lost start leaves it
  * CLAIMED until its owner notices and the reaper requeues it.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { App } from '../../src/client/App.js';
-import { isTransientDatabaseError } from '../../src/db/Database.js';
-import { freePort, startEmbeddedServer } from '../../src/db/EmbeddedServer.js';
-import type { EmbeddedServer } from '../../src/db/EmbeddedServer.js';
 import type { Worker } from '../../src/worker/Worker.js';
 import { eventually, testLogger } from '../support/db.js';
+import { countOrMinusOne, queryThroughOutage, startOwnServer } from '../support/ownServer.js';
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
 describe('a PostgreSQL crash under a running worker', () => {
   it('loses no task and completes each exactly once', { timeout: 120_000 }, async () => {
     const TASKS = 400;
-    const dataDir = mkdtempSync(join(tmpdir(), 'horsies-crash-pg-'));
-    const port = await freePort();
-    let server: EmbeddedServer | null = null;
+    const own = await startOwnServer();
+    const pool = own.side;
     let app: App | null = null;
     let worker: Worker | null = null;
-    let side: pg.Pool | null = null;
     try {
-      server = await startEmbeddedServer({ dataDir, port, persistent: true });
       app = new App({
-        databaseUrl: server.url,
+        databaseUrl: own.url,
         schema: 'crash_test',
         logger: testLogger,
         recovery: {
@@ -43,9 +34,6 @@ describe('a PostgreSQL crash under a running worker', () => {
         },
       });
       await app.migrate();
-      side = new pg.Pool({ connectionString: server.url, max: 4 });
-      side.on('error', () => undefined);
-      const pool = side;
       await pool.query(
         'CREATE TABLE crash_test.crash_runs (id bigserial PRIMARY KEY, task_id text NOT NULL)',
       );
@@ -57,15 +45,12 @@ describe('a PostgreSQL crash under a running worker', () => {
         retry: { maxRetries: 5, retryOn: ['WORKER_CRASHED'], backoff: 'constant', baseDelayMs: 0 },
         handler: async ({ n }, ctx) => {
           await sleep(10);
-          for (;;) {
-            try {
-              await pool.query('INSERT INTO crash_test.crash_runs (task_id) VALUES ($1)', [ctx.taskId]);
-              break;
-            } catch (error) {
-              if (!isTransientDatabaseError(error) || ctx.signal.aborted) throw error;
-              await sleep(100);
-            }
-          }
+          await queryThroughOutage(
+            pool,
+            'INSERT INTO crash_test.crash_runs (task_id) VALUES ($1)',
+            [ctx.taskId],
+            ctx.signal,
+          );
           return n;
         },
       });
@@ -83,22 +68,17 @@ describe('a PostgreSQL crash under a running worker', () => {
 
       // An immediate shutdown: nothing is flushed or checkpointed, and the next start runs crash recovery from the
       // WAL on disk.
-      await server.crash();
-      await sleep(500);
-      server = await startEmbeddedServer({ dataDir, port, persistent: true });
+      await own.stop('crash');
+      await own.start();
       const restartedAt = Date.now();
-
-      const completedCount = async (): Promise<number> => {
-        try {
-          const { rows } = await pool.query<{ n: number }>(
+      await eventually(
+        async () =>
+          (await countOrMinusOne(
+            pool,
             "SELECT count(*)::int AS n FROM crash_test.horsies_tasks WHERE status = 'COMPLETED'",
-          );
-          return rows[0]!.n;
-        } catch {
-          return -1; // the side pool reconnects on the next try
-        }
-      };
-      await eventually(async () => (await completedCount()) === TASKS, 60_000);
+          )) === TASKS,
+        60_000,
+      );
       const recoveredMs = Date.now() - restartedAt;
 
       const results = await Promise.all(handles.map((h) => h.result({ timeoutMs: 15_000 })));
@@ -124,9 +104,7 @@ describe('a PostgreSQL crash under a running worker', () => {
     } finally {
       if (worker) await Promise.race([worker.stop(), sleep(15_000)]);
       await app?.close();
-      await side?.end();
-      await server?.stop();
-      rmSync(dataDir, { recursive: true, force: true });
+      await own.close();
     }
   });
 });
