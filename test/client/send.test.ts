@@ -469,69 +469,31 @@ describe('idempotent sends', () => {
 describe('sending inside a transaction', () => {
   const selectById = (): string => `SELECT id FROM "${t.schema}".horsies_tasks WHERE id = ANY($1::text[])`;
 
-  it('send: a rolled-back transaction leaves no task', async () => {
-    const task = pointTask('tx-send-rollback');
+  const cases = [
+    { api: 'send', end: 'ROLLBACK' },
+    { api: 'send', end: 'COMMIT' },
+    { api: 'sendMany', end: 'ROLLBACK' },
+    { api: 'sendMany', end: 'COMMIT' },
+  ] as const;
+  it.each(cases)('$api: the tasks exist only inside the transaction until $end', async ({ api, end }) => {
+    const task = pointTask(`tx-${api}-${end}`);
     const client = await t.pool.connect();
     try {
       await client.query('BEGIN');
-      const handle = await task.send({ x: 1, y: 1 }, { tx: client });
-      expect((await client.query(selectById(), [[handle.id]])).rows).toHaveLength(1);
-      expect(await rowOf(handle.id)).toBeUndefined();
-      await client.query('ROLLBACK');
-      expect(await rowOf(handle.id)).toBeUndefined();
-      expect(await countRows('task_name = $1', [task.name])).toBe(0);
-    } finally {
-      client.release();
-    }
-  });
-
-  it('send: a committed transaction leaves the task', async () => {
-    const task = pointTask('tx-send-commit');
-    const client = await t.pool.connect();
-    try {
-      await client.query('BEGIN');
-      const handle = await task.send({ x: 1, y: 1 }, { tx: client });
-      expect((await client.query(selectById(), [[handle.id]])).rows).toHaveLength(1);
-      expect(await rowOf(handle.id)).toBeUndefined();
-      await client.query('COMMIT');
-      expect((await rowOf(handle.id))?.status).toBe('PENDING');
-    } finally {
-      client.release();
-    }
-  });
-
-  it('sendMany: a rolled-back transaction leaves no task', async () => {
-    const task = pointTask('tx-many-rollback');
-    const client = await t.pool.connect();
-    try {
-      await client.query('BEGIN');
-      const handles = await task.sendMany(
-        [{ input: { x: 1, y: 1 } }, { input: { x: 2, y: 2 } }, { input: { x: 3, y: 3 } }],
-        { tx: client },
-      );
+      const handles =
+        api === 'send'
+          ? [await task.send({ x: 1, y: 1 }, { tx: client })]
+          : await task.sendMany(
+              [{ input: { x: 1, y: 1 } }, { input: { x: 2, y: 2 } }, { input: { x: 3, y: 3 } }],
+              { tx: client },
+            );
       const ids = handles.map((h) => h.id);
-      expect((await client.query(selectById(), [ids])).rows).toHaveLength(3);
-      await client.query('ROLLBACK');
+      expect((await client.query(selectById(), [ids])).rows).toHaveLength(ids.length);
       expect(await countRows('id = ANY($1::text[])', [ids])).toBe(0);
-    } finally {
-      client.release();
-    }
-  });
-
-  it('sendMany: a committed transaction leaves every task', async () => {
-    const task = pointTask('tx-many-commit');
-    const client = await t.pool.connect();
-    try {
-      await client.query('BEGIN');
-      const handles = await task.sendMany(
-        [{ input: { x: 1, y: 1 } }, { input: { x: 2, y: 2 } }, { input: { x: 3, y: 3 } }],
-        { tx: client },
+      await client.query(end);
+      expect(await countRows('id = ANY($1::text[]) AND status = $2', [ids, 'PENDING'])).toBe(
+        end === 'COMMIT' ? ids.length : 0,
       );
-      const ids = handles.map((h) => h.id);
-      expect((await client.query(selectById(), [ids])).rows).toHaveLength(3);
-      expect(await countRows('id = ANY($1::text[])', [ids])).toBe(0);
-      await client.query('COMMIT');
-      expect(await countRows('id = ANY($1::text[])', [ids])).toBe(3);
     } finally {
       client.release();
     }
