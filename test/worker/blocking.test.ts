@@ -13,6 +13,7 @@ import type { TaskFinishRow } from '../../src/db/tasks.js';
 import { ConfigError } from '../../src/errors.js';
 import { databaseUrl, eventually, useTestSchema, waitForEvent, trackStarts } from '../support/db.js';
 import { fixtureModule, importFixture } from '../support/fixtures.js';
+import { spinFor } from '../support/spin.js';
 import { startWorkerProcess } from '../support/processes.js';
 
 const t = await useTestSchema();
@@ -144,12 +145,7 @@ describe('a CPU-bound blocking task', () => {
       const mainThreadSpin = app.task({
         name: 'spin.mainThread',
         input: z.object({ ms: z.number().int().min(0) }),
-        handler: ({ ms }) => {
-          const until = Date.now() + ms;
-          let x = 0;
-          while (Date.now() < until) x += Math.sqrt(x + 1);
-          return { spunMs: ms, x: x > 0 };
-        },
+        handler: ({ ms }) => spinFor(ms),
       });
       const worker = app.worker({ maintenance: false });
       await worker.start();
