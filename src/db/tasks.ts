@@ -306,37 +306,20 @@ export const TaskFinishMany = statement<{ tasks: TaskFinish[] }, TaskFinishRow>(
             crashed)
    ), target AS (
      -- Driven from the input, one primary-key lookup per task: a join the other way round can turn into a
-     -- nested loop over every in-flight row of the worker times every input row.
-     -- Only a retry's outcome depends on the row (a cancel request turns it into CANCELLED), so only those rows
-     -- are locked here; for the others the UPDATE below re-checks the fence on the latest row version itself.
-     SELECT i.*, t.attempt, t.started_at, t.worker_hostname, t.worker_pid, t.worker_process_name,
-            t.cancel_requested_at, t.good_until
+     -- nested loop over every in-flight row of the worker times every input row. Locked, so that a retry's
+     -- outcome is decided on the latest row (a cancel request turns it into CANCELLED).
+     SELECT i.*, t.*
      FROM input i
      CROSS JOIN LATERAL (
        SELECT t.attempt, t.started_at, t.worker_hostname, t.worker_pid, t.worker_process_name,
-              t.cancel_requested_at, t.good_until, t.status, t.claimed_by_worker_id, t.claim_generation
+              t.cancel_requested_at, t.good_until
        FROM {{schema}}.horsies_tasks t
-       WHERE t.id = i.id
-     ) t
-     WHERE i.status <> 'RETRY'
        -- Written so that no index can serve it (status || ''): a generic plan would otherwise prefer the
        -- in-flight index and scan all of the worker's rows for each input row, instead of one primary-key lookup.
-       AND t.status || '' = 'RUNNING' AND t.claimed_by_worker_id || '' = i.worker_id
-       AND t.claim_generation = i.generation
-     UNION ALL
-     SELECT i.*, t.attempt, t.started_at, t.worker_hostname, t.worker_pid, t.worker_process_name,
-            t.cancel_requested_at, t.good_until
-     FROM input i
-     CROSS JOIN LATERAL (
-       SELECT t.attempt, t.started_at, t.worker_hostname, t.worker_pid, t.worker_process_name,
-              t.cancel_requested_at, t.good_until, t.status, t.claimed_by_worker_id, t.claim_generation
-       FROM {{schema}}.horsies_tasks t
-       WHERE t.id = i.id
+       WHERE t.id = i.id AND t.status || '' = 'RUNNING' AND t.claimed_by_worker_id || '' = i.worker_id
+         AND t.claim_generation = i.generation
        FOR UPDATE
      ) t
-     WHERE i.status = 'RETRY'
-       AND t.status || '' = 'RUNNING' AND t.claimed_by_worker_id || '' = i.worker_id
-       AND t.claim_generation = i.generation
    ), decided AS (
      SELECT g.*,
             CASE
@@ -377,9 +360,8 @@ export const TaskFinishMany = statement<{ tasks: TaskFinish[] }, TaskFinishRow>(
                             THEN now() + GREATEST(t.retention_ms, 10000) * interval '1 millisecond' END,
          updated_at = now()
      FROM decided d
-     -- The fence again, on the latest row version: a claim superseded since the lookup above is left alone.
-     WHERE t.id = d.id AND t.status || '' = 'RUNNING' AND t.claimed_by_worker_id || '' = d.worker_id
-       AND t.claim_generation = d.generation
+     -- Rows are locked and fenced in target, so nothing changed them since.
+     WHERE t.id = d.id
      -- Everything the attempt row needs comes back with the changed rows: no join of decided with finished.
      RETURNING t.id, t.status, d.final, d.status AS requested, d.attempt, d.started_at, d.crashed, d.error_code,
                d.error_message, d.failed_reason, d.worker_id, d.worker_hostname, d.worker_pid,
