@@ -15,6 +15,7 @@ import {
   UnknownQueueError,
 } from '../../src/errors.js';
 import type { ConfigProblem } from '../../src/errors.js';
+import { rejection, thrown } from '../support/assertions.js';
 import { databaseUrl, useTestSchema } from '../support/db.js';
 
 const t = await useTestSchema();
@@ -52,31 +53,6 @@ async function countRows(where = 'true', values: unknown[] = []): Promise<number
     values,
   );
   return row?.n ?? -1;
-}
-
-/** Awaits `promise`, expects it to reject with an instance of `type`, and returns the error. */
-async function rejection<E>(
-  promise: Promise<unknown>,
-  type: abstract new (...args: never[]) => E,
-): Promise<E> {
-  const error = await promise.then(
-    () => new Error('expected a rejection, but the promise resolved'),
-    (e: unknown) => e,
-  );
-  expect(error).toBeInstanceOf(type);
-  return error as E;
-}
-
-/** Calls `fn`, expects it to throw an instance of `type`, and returns the error. */
-function thrown<E>(fn: () => unknown, type: abstract new (...args: never[]) => E): E {
-  let error: unknown = new Error('expected a throw, but the call returned');
-  try {
-    fn();
-  } catch (e) {
-    error = e;
-  }
-  expect(error).toBeInstanceOf(type);
-  return error as E;
 }
 
 /** Runs a send that must fail with `type` and checks that the table holds the same number of rows after. */

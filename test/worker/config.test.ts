@@ -3,6 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { resolveWorkerConfig } from '../../src/worker/config.js';
 import type { WorkerConfig } from '../../src/worker/config.js';
 import { ConfigError } from '../../src/errors.js';
+import { thrown } from '../support/assertions.js';
 
 describe('the worker config', () => {
   it('applies the defaults: starts commit asynchronously, claims hold no more than the concurrency', () => {
@@ -25,13 +26,12 @@ describe('the worker config', () => {
       synchronousStarts: 'yes',
       queues: ['nope'],
     } as unknown as WorkerConfig;
-    try {
-      resolveWorkerConfig(bad, ['default']);
-      expect.unreachable('the config is invalid');
-    } catch (error) {
-      expect(error).toBeInstanceOf(ConfigError);
-      const fields = (error as ConfigError).problems.map((p) => p.field).sort();
-      expect(fields).toEqual(['concurrency', 'prefetch', 'queues.0', 'synchronousStarts']);
-    }
+    const { problems } = thrown(() => resolveWorkerConfig(bad, ['default']), ConfigError);
+    expect(problems.map((p) => p.field).sort()).toEqual([
+      'concurrency',
+      'prefetch',
+      'queues.0',
+      'synchronousStarts',
+    ]);
   });
 });

@@ -2,6 +2,7 @@
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { ConfigError } from '../../src/errors.js';
+import { thrown } from '../support/assertions.js';
 import { eventually, useTestSchema } from '../support/db.js';
 
 const t = await useTestSchema();
@@ -75,50 +76,46 @@ describe('recovery settings', () => {
   });
 
   it('report every bad field at once, including thresholds under twice their heartbeat interval', () => {
-    try {
-      t.app({
-        recovery: {
-          claimerHeartbeatIntervalMs: 30_000,
-          claimedStaleThresholdMs: 30_000,
-          runnerHeartbeatIntervalMs: 10_000,
-          runningStaleThresholdMs: 19_999,
-          checkIntervalMs: 0,
-          heartbeatRetentionHours: -1,
-        },
-      });
-      expect.unreachable('the config is invalid');
-    } catch (error) {
-      expect(error).toBeInstanceOf(ConfigError);
-      const fields = (error as ConfigError).problems.map((p) => p.field).sort();
-      expect(fields).toEqual([
-        'recovery.checkIntervalMs',
-        'recovery.claimedStaleThresholdMs',
-        'recovery.heartbeatRetentionHours',
-        'recovery.runningStaleThresholdMs',
-      ]);
-    }
+    const error = thrown(
+      () =>
+        t.app({
+          recovery: {
+            claimerHeartbeatIntervalMs: 30_000,
+            claimedStaleThresholdMs: 30_000,
+            runnerHeartbeatIntervalMs: 10_000,
+            runningStaleThresholdMs: 19_999,
+            checkIntervalMs: 0,
+            heartbeatRetentionHours: -1,
+          },
+        }),
+      ConfigError,
+    );
+    expect(error.problems.map((p) => p.field).sort()).toEqual([
+      'recovery.checkIntervalMs',
+      'recovery.claimedStaleThresholdMs',
+      'recovery.heartbeatRetentionHours',
+      'recovery.runningStaleThresholdMs',
+    ]);
   });
 
   it('refuse a stale threshold under twice the heartbeat interval', () => {
-    try {
-      t.app({
-        recovery: {
-          claimerHeartbeatIntervalMs: 30_000,
-          claimedStaleThresholdMs: 30_000,
-          runnerHeartbeatIntervalMs: 10_000,
-          runningStaleThresholdMs: 19_999,
-        },
-      });
-      expect.unreachable('the config is invalid');
-    } catch (error) {
-      expect(error).toBeInstanceOf(ConfigError);
-      const problems = (error as ConfigError).problems;
-      expect(problems.map((p) => p.field).sort()).toEqual([
-        'recovery.claimedStaleThresholdMs',
-        'recovery.runningStaleThresholdMs',
-      ]);
-      expect(problems[0]?.message).toMatch(/twice/);
-    }
+    const { problems } = thrown(
+      () =>
+        t.app({
+          recovery: {
+            claimerHeartbeatIntervalMs: 30_000,
+            claimedStaleThresholdMs: 30_000,
+            runnerHeartbeatIntervalMs: 10_000,
+            runningStaleThresholdMs: 19_999,
+          },
+        }),
+      ConfigError,
+    );
+    expect(problems.map((p) => p.field).sort()).toEqual([
+      'recovery.claimedStaleThresholdMs',
+      'recovery.runningStaleThresholdMs',
+    ]);
+    expect(problems[0]?.message).toMatch(/twice/);
     expect(() =>
       t.app({ recovery: { runnerHeartbeatIntervalMs: 10_000, runningStaleThresholdMs: 20_000 } }),
     ).not.toThrow();
