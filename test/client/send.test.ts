@@ -1,5 +1,4 @@
 import { randomUUID } from 'node:crypto';
-import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import type { AppConfig } from '../../src/client/config.js';
@@ -16,7 +15,8 @@ import {
 } from '../../src/errors.js';
 import type { ConfigProblem } from '../../src/errors.js';
 import { rejection, thrown } from '../support/assertions.js';
-import { databaseUrl, useTestSchema } from '../support/db.js';
+import { listenTo } from '../support/notifications.js';
+import { useTestSchema } from '../support/db.js';
 
 const t = await useTestSchema();
 const app = t.app();
@@ -848,16 +848,11 @@ describe('sendMany at scale', () => {
       input: z.object({ n: z.number() }),
       handler: () => null,
     });
-    const listener = new pg.Client({ connectionString: databaseUrl() });
-    await listener.connect();
-    const received: { channel: string; payload: string | undefined }[] = [];
-    listener.on('notification', (msg) => received.push({ channel: msg.channel, payload: msg.payload }));
+    const taskNew = `${t.schema}:task_new`;
+    const taskQueue = `${t.schema}:task_queue_default`;
+    const listening = await listenTo([taskNew, taskQueue]);
+    const { received } = listening;
     try {
-      const taskNew = `${t.schema}:task_new`;
-      const taskQueue = `${t.schema}:task_queue_default`;
-      await listener.query(`LISTEN "${taskNew}"`);
-      await listener.query(`LISTEN "${taskQueue}"`);
-
       const items = Array.from({ length: 10_000 }, (_, n) => ({ input: { n } }));
       const started = performance.now();
       const handles = await task.sendMany(items);
@@ -875,7 +870,7 @@ describe('sendMany at scale', () => {
       expect(outOfOrder).toHaveLength(0);
 
       // Statement-level trigger: one notification per channel and queue, not one per row.
-      await new Promise((resolve) => setTimeout(resolve, 300));
+      await listening.settled();
       console.log(`sendMany of 10,000 tasks: ${elapsedMs} ms; notifications received: ${received.length}`);
       expect(received.length).toBeLessThanOrEqual(2);
       expect(received).toEqual(
@@ -885,7 +880,7 @@ describe('sendMany at scale', () => {
         ]),
       );
     } finally {
-      await listener.end();
+      await listening.end();
     }
   });
 });

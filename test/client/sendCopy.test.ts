@@ -16,7 +16,8 @@ import {
   PayloadMismatchError,
   SendOptionsError,
 } from '../../src/errors.js';
-import { databaseUrl, useTestSchema } from '../support/db.js';
+import { listenTo } from '../support/notifications.js';
+import { useTestSchema } from '../support/db.js';
 
 const t = await useTestSchema();
 const app = t.app({
@@ -274,17 +275,14 @@ describe('sendMany through COPY', () => {
 
   it('sends one notification per queue for a copied send', async () => {
     const task = itemTask('notify');
-    const listener = new pg.Client({ connectionString: databaseUrl() });
-    await listener.connect();
-    const received: { channel: string; payload: string | undefined }[] = [];
-    listener.on('notification', (msg) => received.push({ channel: msg.channel, payload: msg.payload }));
+    const channels = ['task_new', 'task_queue_default', 'task_queue_emails'].map((c) => `${t.schema}:${c}`);
+    const listening = await listenTo(channels);
+    const { received } = listening;
     try {
-      const channels = ['task_new', 'task_queue_default', 'task_queue_emails'].map((c) => `${t.schema}:${c}`);
-      for (const channel of channels) await listener.query(`LISTEN "${channel}"`);
       const statements = watchStatements();
       await task.sendMany(items(1000).map((item, n) => (n % 2 ? { ...item, queue: 'emails' } : item)));
       expect(statements.copies()).toHaveLength(1);
-      await new Promise((resolve) => setTimeout(resolve, 300));
+      await listening.settled();
       const [taskNew, queueDefault, queueEmails] = channels as [string, string, string];
       expect(received).toHaveLength(4);
       expect(received).toEqual(
@@ -296,7 +294,7 @@ describe('sendMany through COPY', () => {
         ]),
       );
     } finally {
-      await listener.end();
+      await listening.end();
     }
   });
 
