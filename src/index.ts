@@ -16,7 +16,8 @@ export type {
 export { TaskHandle } from './client/TaskHandle.js';
 export type { SendCallOptions, SendOptions } from './client/send.js';
 export type { CancelResult, QueueInfo, ResubmitResult, TaskFilter } from './client/operations.js';
-export type { BackoffStrategy, ErrorClass, ErrorCodeMap, RetryPolicy } from './client/policy.js';
+export type { ErrorClass, ErrorCodeMap } from './client/policy.js';
+export type { BackoffStrategy, RetryPolicy } from './retry.js';
 export type { QueueConfig } from './client/config.js';
 export type { RecoveryConfig } from './recovery/config.js';
 export type { Queryable } from './db/Database.js';

@@ -2,7 +2,8 @@
 import type { StandardSchemaV1 } from '@standard-schema/spec';
 import type { Logger } from 'pino';
 import type { TaskError } from '../errors.js';
-import type { ErrorCodeMap, ResolvedRetryPolicy, RetryPolicy } from './policy.js';
+import type { ErrorCodeMap } from './policy.js';
+import type { ResolvedRetryPolicy, RetryPolicy } from '../retry.js';
 import type { SendCallOptions, SendContext, SendOptions, SendTarget } from './send.js';
 import { insertTasks, prepareTask, prepareTasks } from './send.js';
 import type { HandleHost } from './TaskHandle.js';

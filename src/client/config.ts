@@ -7,7 +7,8 @@ import { schemaNameProblems } from '../db/Database.js';
 import { recoveryConfigSchema } from '../recovery/config.js';
 import type { RecoveryConfig } from '../recovery/config.js';
 import { policyFields } from './policy.js';
-import type { ErrorCodeMap, RetryPolicy } from './policy.js';
+import type { ErrorCodeMap } from './policy.js';
+import type { RetryPolicy } from '../retry.js';
 
 /** A queue with settings. */
 export interface QueueConfig {

@@ -11,14 +11,13 @@
  * holder, else from `claimed_at` / `started_at`. Each task is locked and re-checked before it changes, and the
  * writes are fenced on the claim generation, so a worker that is alive after all loses nothing but its claim.
  */
-import { storedRetryPolicy } from '../client/policy.js';
 import type { Database } from '../db/Database.js';
 import { TaskLockStaleRunning, TaskRequeueStaleClaimed } from '../db/liveness.js';
 import type { StaleRunningRow } from '../db/liveness.js';
 import { TaskFinishMany } from '../db/tasks.js';
 import type { TaskFinish } from '../db/tasks.js';
-import { retryDelayMs } from '../worker/backoff.js';
-import type { RandomSource } from '../worker/backoff.js';
+import { decideRetry, storedRetryPolicy } from '../retry.js';
+import type { RandomSource } from '../retry.js';
 import type { ResolvedRecoveryConfig } from './config.js';
 import type { MaintenanceService } from './Maintainer.js';
 
@@ -78,19 +77,22 @@ export class Reaper implements MaintenanceService<ReaperResult> {
   }
 
   private verdict(row: StaleRunningRow): TaskFinish {
-    const policy = storedRetryPolicy(row.task_options);
-    const retry = policy.retryOn.includes('WORKER_CRASHED') && row.retry_count < row.max_retries;
+    const decision = decideRetry(
+      storedRetryPolicy(row.task_options),
+      { code: 'WORKER_CRASHED', retryCount: row.retry_count, maxRetries: row.max_retries },
+      this.random,
+    );
     const message = `no runner heartbeat from ${row.claimed_by_worker_id} for ${this.config.runningStaleThresholdMs} ms`;
     return {
       id: row.id,
       workerId: row.claimed_by_worker_id,
       generation: row.claim_generation,
-      status: retry ? 'RETRY' : 'FAILED',
+      status: decision.retry ? 'RETRY' : 'FAILED',
       result: JSON.stringify({ err: { code: 'WORKER_CRASHED', message } }),
       errorCode: 'WORKER_CRASHED',
       errorMessage: message,
       failedReason: 'worker stopped sending heartbeats while the task ran',
-      retryDelayMs: retry ? retryDelayMs(policy, row.retry_count + 1, this.random) : 0,
+      retryDelayMs: decision.retry ? decision.delayMs : 0,
       crashed: true,
     };
   }

@@ -23,8 +23,8 @@ import type { Database, Queryable } from '../db/Database.js';
 import { TaskStartMany } from '../db/tasks.js';
 import type { ClaimedTaskRow, TaskFinish, TaskStartRow, WorkerIdentity } from '../db/tasks.js';
 import { TaskError } from '../errors.js';
-import { retryDelayMs } from './backoff.js';
-import type { RandomSource } from './backoff.js';
+import { decideRetry } from '../retry.js';
+import type { RandomSource } from '../retry.js';
 import { runHandler } from './runHandler.js';
 import type { Outcome } from './runHandler.js';
 import type { ThreadPool } from './ThreadPool.js';
@@ -306,15 +306,14 @@ export class Executor {
       errorMessage: outcome.message,
     };
     if (stopReason === 'cancel') return { ...failure, status: 'CANCELLED' };
-    const policy = definition?.policies.retry;
-    if (policy && policy.retryOn.includes(outcome.code) && task.retry_count < task.max_retries) {
-      return {
-        ...failure,
-        status: 'RETRY',
-        retryDelayMs: retryDelayMs(policy, task.retry_count + 1, this.options.random),
-      };
-    }
-    return { ...failure, status: 'FAILED' };
+    const decision = decideRetry(
+      definition?.policies.retry,
+      { code: outcome.code, retryCount: task.retry_count, maxRetries: task.max_retries },
+      this.options.random,
+    );
+    return decision.retry
+      ? { ...failure, status: 'RETRY', retryDelayMs: decision.delayMs }
+      : { ...failure, status: 'FAILED' };
   }
 }
 

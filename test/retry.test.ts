@@ -1,7 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { DEFAULT_RETRY_POLICY } from '../../src/client/policy.js';
-import type { ResolvedRetryPolicy } from '../../src/client/policy.js';
-import { retryDelayMs } from '../../src/worker/backoff.js';
+import { DEFAULT_RETRY_POLICY, decideRetry, retryDelayMs, storedRetryPolicy } from '../src/retry.js';
+import type { ResolvedRetryPolicy } from '../src/retry.js';
 
 const policy = (p: Partial<ResolvedRetryPolicy>): ResolvedRetryPolicy => ({ ...DEFAULT_RETRY_POLICY, ...p });
 const fixed = (value: number) => () => value;
@@ -57,5 +56,44 @@ describe('retryDelayMs', () => {
 
   it('a zero base delay re-queues at once', () => {
     expect(retryDelayMs(policy({ backoff: 'exponential', baseDelayMs: 0 }), 3)).toBe(0);
+  });
+});
+
+describe('decideRetry', () => {
+  const policy: ResolvedRetryPolicy = {
+    ...DEFAULT_RETRY_POLICY,
+    maxRetries: 2,
+    retryOn: ['FLAKY'],
+    backoff: 'linear',
+    baseDelayMs: 100,
+  };
+
+  it('retries a listed code while retries remain, with the backoff of the next retry', () => {
+    expect(decideRetry(policy, { code: 'FLAKY', retryCount: 0, maxRetries: 2 })).toEqual({
+      retry: true,
+      delayMs: 100,
+    });
+    expect(decideRetry(policy, { code: 'FLAKY', retryCount: 1, maxRetries: 2 })).toEqual({
+      retry: true,
+      delayMs: 200,
+    });
+  });
+
+  it('fails an unlisted code, an exhausted budget, or a task without a policy', () => {
+    expect(decideRetry(policy, { code: 'OTHER', retryCount: 0, maxRetries: 2 })).toEqual({ retry: false });
+    expect(decideRetry(policy, { code: 'FLAKY', retryCount: 2, maxRetries: 2 })).toEqual({ retry: false });
+    expect(decideRetry(null, { code: 'FLAKY', retryCount: 0, maxRetries: 2 })).toEqual({ retry: false });
+  });
+
+  it('takes the retry budget from the row, not the policy (a resubmit or a changed definition)', () => {
+    expect(decideRetry(policy, { code: 'FLAKY', retryCount: 2, maxRetries: 5 }).retry).toBe(true);
+    expect(decideRetry(policy, { code: 'FLAKY', retryCount: 0, maxRetries: 0 }).retry).toBe(false);
+  });
+
+  it('reads a stored policy, and treats a malformed one as no retry', () => {
+    const stored = storedRetryPolicy({ retry: { ...policy, retryOn: ['WORKER_CRASHED'] } });
+    expect(decideRetry(stored, { code: 'WORKER_CRASHED', retryCount: 0, maxRetries: 2 }).retry).toBe(true);
+    const broken = storedRetryPolicy({ retry: { maxRetries: 'two' } });
+    expect(decideRetry(broken, { code: 'WORKER_CRASHED', retryCount: 0, maxRetries: 2 }).retry).toBe(false);
   });
 });
