@@ -1,6 +1,32 @@
 import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
+const onlyDbTalksToPg = {
+  name: 'pg',
+  message: 'Only src/db/ talks to PostgreSQL directly.',
+  allowTypeImports: true,
+};
+
+/**
+ * The layering of src/: dependencies point one way. Leaf modules (errors, types, clock, retry, config) import
+ * no folder; db/ imports only leaves; recovery/ never imports client/ or worker/; client/ never imports worker/;
+ * nothing but cli/ imports cli/. Type-only imports count too: a layer must not know what sits above it.
+ */
+function layer(files, forbidden, why) {
+  return {
+    files,
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          paths: files.some((f) => f.startsWith('src/db')) ? [] : [onlyDbTalksToPg],
+          patterns: [{ group: forbidden, message: why }],
+        },
+      ],
+    },
+  };
+}
+
 export default tseslint.config(
   { ignores: ['dist/', 'node_modules/', '.horsies-dev/', 'bench/node_modules/', '.scratch/'] },
   js.configs.recommended,
@@ -8,18 +34,41 @@ export default tseslint.config(
   {
     rules: {
       '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_' }],
-      'no-restricted-imports': [
-        'error',
-        {
-          paths: [
-            { name: 'pg', message: 'Only src/db/ talks to PostgreSQL directly.', allowTypeImports: true },
-          ],
-        },
-      ],
+      // Parts wired to each other through closures are declared with let and assigned once, after their users.
+      'prefer-const': ['error', { ignoreReadBeforeAssign: true }],
+      'no-restricted-imports': ['error', { paths: [onlyDbTalksToPg] }],
     },
   },
+  layer(
+    ['src/errors.ts', 'src/types.ts', 'src/clock.ts', 'src/retry.ts', 'src/config.ts'],
+    ['./*/**'],
+    'Leaf modules import no folder of the library.',
+  ),
+  layer(
+    ['src/db/**'],
+    [
+      '../client/**',
+      '../worker/**',
+      '../recovery/**',
+      '../cli/**',
+      '../workflow/**',
+      '../scheduler/**',
+      '../dashboard/**',
+    ],
+    'db/ is the bottom layer: it imports only leaf modules.',
+  ),
+  layer(
+    ['src/recovery/**'],
+    ['../client/**', '../worker/**', '../cli/**'],
+    'recovery/ runs without the app or the worker: pass what it needs in.',
+  ),
+  layer(
+    ['src/client/**'],
+    ['../worker/**', '../cli/**'],
+    'client/ never depends on worker/: the worker takes a host.',
+  ),
   {
-    files: ['src/db/**', 'test/**', 'scripts/**', 'bench/**'],
+    files: ['test/**', 'scripts/**', 'bench/**'],
     rules: { 'no-restricted-imports': 'off' },
   },
 );

@@ -6,7 +6,7 @@
 import { join } from 'node:path';
 import { pino } from 'pino';
 import { z } from 'zod';
-import { TaskError, createApp, startEmbeddedServer } from '../src/index.js';
+import { TaskError, createApp, createWorker, startEmbeddedServer } from '../src/index.js';
 import type { EmbeddedServer } from '../src/index.js';
 
 const TOTAL = 2_000;
@@ -75,7 +75,7 @@ async function main(): Promise<void> {
     const sentMs = Date.now() - started;
     console.log(`sent ${TOTAL} tasks in ${sentMs} ms`);
 
-    const workers = [app.worker({ concurrency: 20 }), app.worker({ concurrency: 20 })];
+    const workers = [createWorker(app, { concurrency: 20 }), createWorker(app, { concurrency: 20 })];
     await Promise.all(workers.map((w) => w.start()));
     const runStarted = Date.now();
     const counts = async (): Promise<Record<string, number>> => {

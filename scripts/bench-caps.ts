@@ -5,7 +5,7 @@
  */
 import { pino } from 'pino';
 import { z } from 'zod';
-import { createApp } from '../src/index.js';
+import { createApp, createWorker } from '../src/index.js';
 import type { AppConfig } from '../src/index.js';
 import { runScript, withDatabase } from './database.js';
 
@@ -50,7 +50,7 @@ async function round(databaseUrl: string, name: string, extra: Partial<AppConfig
   const apps = Array.from({ length: WORKERS }, () => createApp(config));
   const workers = apps.map((app) => {
     app.task({ name: 'noop', input: z.object({ i: z.number() }), handler: () => null });
-    return app.worker({ concurrency: CONCURRENCY, snapshotIntervalMs: 0, maintenance: false });
+    return createWorker(app, { concurrency: CONCURRENCY, snapshotIntervalMs: 0, maintenance: false });
   });
   let done = 0;
   const finished = new Promise<void>((resolve) => {

@@ -9,7 +9,7 @@ import { readFileSync, readdirSync } from 'node:fs';
 import { pino } from 'pino';
 import { z } from 'zod';
 import type { Statement } from '../src/db/Database.js';
-import { createApp } from '../src/index.js';
+import { createApp, createWorker } from '../src/index.js';
 import { runScript, withDatabase } from './database.js';
 
 const TASKS = Number(process.env.TASKS ?? 20_000);
@@ -65,7 +65,7 @@ async function profile(databaseUrl: string): Promise<void> {
     return rows;
   };
 
-  const worker = app.worker({
+  const worker = createWorker(app, {
     concurrency: CONCURRENCY,
     prefetch: PREFETCH,
     snapshotIntervalMs: 0,

@@ -24,8 +24,8 @@ export type { Queryable } from './db/Database.js';
 export type { MigrateResult } from './db/Migrator.js';
 export { startEmbeddedServer } from './db/EmbeddedServer.js';
 export type { EmbeddedServer, EmbeddedServerOptions } from './db/EmbeddedServer.js';
-export { Worker } from './worker/Worker.js';
-export type { WorkerEvents } from './worker/Worker.js';
+export { Worker, createWorker } from './worker/Worker.js';
+export type { WorkerEvents, WorkerHost } from './worker/Worker.js';
 export type { WorkerConfig } from './worker/config.js';
 export {
   BUILTIN_ERROR_CODES,

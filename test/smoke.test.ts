@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { useTestSchema } from './support/db.js';
+import { createWorker } from '../src/worker/Worker.js';
 
 const t = await useTestSchema();
 
@@ -12,7 +13,7 @@ describe('smoke', () => {
       input: z.object({ a: z.number(), b: z.number() }),
       handler: ({ a, b }) => a + b,
     });
-    const worker = app.worker({ concurrency: 4 });
+    const worker = createWorker(app, { concurrency: 4 });
     await worker.start();
     const handle = await add.send({ a: 2, b: 3 });
     const result = await handle.result({ timeoutMs: 10_000 });

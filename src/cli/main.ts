@@ -10,6 +10,7 @@ import { HorsiesError } from '../errors.js';
 import { loadApp } from '../client/loadApp.js';
 import { addQueueCommands } from './queues.js';
 import { addTaskCommands } from './tasks.js';
+import { createWorker } from '../worker/Worker.js';
 
 function positiveInt(value: string): number {
   const n = Number(value);
@@ -92,7 +93,7 @@ program
     ) => {
       const app = await loadApp(modulePath, options.export);
       if (options.migrate) await app.migrate();
-      const worker = app.worker({
+      const worker = createWorker(app, {
         queues: options.queues,
         concurrency: options.concurrency,
         maxClaimBatch: options.maxClaimBatch,

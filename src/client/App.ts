@@ -13,8 +13,6 @@ import { AttemptListByTask, TaskGet } from '../db/tasks.js';
 import { ConfigError, UnknownQueueError } from '../errors.js';
 import type { TaskResult } from '../errors.js';
 import type { TaskInfo, TaskStatus } from '../types.js';
-import { Worker } from '../worker/Worker.js';
-import type { WorkerConfig } from '../worker/config.js';
 import { parseConfig } from '../config.js';
 import { resolveAppConfig } from './config.js';
 import { policyFields } from './policy.js';
@@ -145,11 +143,6 @@ export class App implements HandleHost {
   /** The registered task definitions, by name. */
   get tasks(): ReadonlyMap<string, TaskDefinition<StandardSchemaV1, unknown>> {
     return this.registry;
-  }
-
-  /** Creates a worker for this app's tasks. Call `start()` on it. */
-  worker(config: WorkerConfig = {}): Worker {
-    return new Worker(this, config);
   }
 
   /** Applies pending migrations to the app's schema. Safe to call from many processes at once. */

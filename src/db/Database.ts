@@ -116,19 +116,29 @@ export class Database {
     return result.rows as R[];
   }
 
-  /** Runs `fn` inside a transaction on one pooled connection; rolls back if it throws. */
+  /**
+   * Runs `fn` inside a transaction on one pooled connection; rolls back if it throws. A connection lost while
+   * `fn` is between queries rejects the next query instead of crashing the process (a checked-out client has no
+   * error listener of the pool's), and the broken connection is discarded, not returned to the pool.
+   */
   async transaction<T>(fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {
     const client = await this.pool.connect();
+    let broken: Error | undefined;
+    const onError = (error: Error): void => {
+      broken = error;
+    };
+    client.on('error', onError);
     try {
       await client.query('BEGIN');
       const value = await fn(client);
       await client.query('COMMIT');
       return value;
     } catch (error) {
-      await client.query('ROLLBACK').catch(() => undefined);
+      if (!broken) await client.query('ROLLBACK').catch(() => undefined);
       throw error;
     } finally {
-      client.release();
+      client.off('error', onError);
+      client.release(broken);
     }
   }
 

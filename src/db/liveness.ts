@@ -1,6 +1,9 @@
 /**
  * Liveness statements: heartbeats (which also renew claim leases), handing claims back, the reaper's
  * requeue of stale claims and lock of stale runs, leader election, and worker snapshots.
+ *
+ * The reaper's statements judge staleness at `now` when given (an injected clock), else at the database's
+ * `now()`. Heartbeats and elections always use the database clock: they are what staleness is judged from.
  */
 import { statement } from './Database.js';
 import type { OwnedTask, WorkerIdentity } from './tasks.js';
@@ -67,16 +70,19 @@ export const TaskReleaseClaimed = statement<{ workerId: string; tasks: OwnedTask
  * claimed longer ago than that) go back to PENDING. Safe: their code never ran. Rows are locked and re-checked
  * before the change; a claim that started or got a heartbeat meanwhile is left alone.
  */
-export const TaskRequeueStaleClaimed = statement<{ thresholdMs: number; limit: number }, { id: string }>(
+export const TaskRequeueStaleClaimed = statement<
+  { thresholdMs: number; limit: number; now?: Date | null },
+  { id: string }
+>(
   'TaskRequeueStaleClaimed',
   `WITH stale AS (
      SELECT t.id FROM {{schema}}.horsies_tasks t
      WHERE t.claimed AND t.status = 'CLAIMED'
-       AND t.claimed_at < now() - $1 * interval '1 millisecond'
+       AND t.claimed_at < coalesce($3::timestamptz, now()) - $1 * interval '1 millisecond'
        AND NOT EXISTS (
          SELECT 1 FROM {{schema}}.horsies_heartbeats h
          WHERE h.task_id = t.id AND h.role = 'claimer' AND h.sender_id = t.claimed_by_worker_id
-           AND h.sent_at >= t.claimed_at AND h.sent_at >= now() - $1 * interval '1 millisecond'
+           AND h.sent_at >= t.claimed_at AND h.sent_at >= coalesce($3::timestamptz, now()) - $1 * interval '1 millisecond'
        )
      ORDER BY t.claimed_at
      LIMIT $2
@@ -87,7 +93,7 @@ export const TaskRequeueStaleClaimed = statement<{ thresholdMs: number; limit: n
        claim_expires_at = NULL, updated_at = now()
    WHERE t.id = ANY (ARRAY(SELECT id FROM stale))
    RETURNING t.id`,
-  ({ thresholdMs, limit }) => [thresholdMs, limit],
+  ({ thresholdMs, limit, now }) => [thresholdMs, limit, now ?? null],
 );
 
 /** A RUNNING task whose runner went silent, locked for the reaper's verdict. */
@@ -106,22 +112,25 @@ export interface StaleRunningRow {
  * `thresholdMs` (and started longer ago than that). Run inside a transaction; the verdict is then written with
  * the finish statement on the same connection, so the rows cannot change in between.
  */
-export const TaskLockStaleRunning = statement<{ thresholdMs: number; limit: number }, StaleRunningRow>(
+export const TaskLockStaleRunning = statement<
+  { thresholdMs: number; limit: number; now?: Date | null },
+  StaleRunningRow
+>(
   'TaskLockStaleRunning',
   `SELECT t.id, t.claimed_by_worker_id, t.claim_generation, t.retry_count, t.max_retries, t.task_options,
           t.started_at
    FROM {{schema}}.horsies_tasks t
    WHERE t.claimed AND t.status = 'RUNNING'
-     AND t.started_at < now() - $1 * interval '1 millisecond'
+     AND t.started_at < coalesce($3::timestamptz, now()) - $1 * interval '1 millisecond'
      AND NOT EXISTS (
        SELECT 1 FROM {{schema}}.horsies_heartbeats h
        WHERE h.task_id = t.id AND h.role = 'runner' AND h.sender_id = t.claimed_by_worker_id
-         AND h.sent_at >= t.started_at AND h.sent_at >= now() - $1 * interval '1 millisecond'
+         AND h.sent_at >= t.started_at AND h.sent_at >= coalesce($3::timestamptz, now()) - $1 * interval '1 millisecond'
      )
    ORDER BY t.started_at
    LIMIT $2
    FOR UPDATE OF t SKIP LOCKED`,
-  ({ thresholdMs, limit }) => [thresholdMs, limit],
+  ({ thresholdMs, limit, now }) => [thresholdMs, limit, now ?? null],
 );
 
 /**

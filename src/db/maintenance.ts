@@ -1,22 +1,31 @@
 /**
  * Maintenance statements: expiry of PENDING tasks past their deadline and retention. Each works on a bounded
- * batch, so a large backlog is spread over many short statements instead of one long lock-holding one.
+ * batch, so a large backlog is spread over many short statements instead of one long lock-holding one. Each
+ * compares with `now` when given (an injected clock), else with the database's `now()`.
  */
 import { statement } from './Database.js';
 
+/** Parameters of the retention deletes: rows older than `olderThanMs` before `now` (database clock if null). */
+export interface PruneParams {
+  olderThanMs: number;
+  limit: number;
+  now?: Date | null;
+}
+
 /** PENDING → EXPIRED (`TASK_EXPIRED`, no attempt row) for up to `limit` tasks whose `good_until` passed. */
-export const TaskExpireBatch = statement<{ limit: number }, { id: string }>(
+export const TaskExpireBatch = statement<{ limit: number; now?: Date | null }, { id: string }>(
   'TaskExpireBatch',
   `WITH batch AS (
      SELECT id FROM {{schema}}.horsies_tasks
-     WHERE NOT claimed AND finished_at IS NULL AND good_until IS NOT NULL AND good_until <= now()
+     WHERE NOT claimed AND finished_at IS NULL AND good_until IS NOT NULL
+       AND good_until <= coalesce($2::timestamptz, now())
      ORDER BY good_until
      LIMIT $1
      FOR UPDATE SKIP LOCKED
    )
    UPDATE {{schema}}.horsies_tasks t
    SET status = 'EXPIRED',
-       finished_at = now(),
+       finished_at = coalesce($2::timestamptz, now()),
        error_code = 'TASK_EXPIRED',
        failed_reason = 'good_until passed before the task was claimed',
        result = jsonb_build_object('err', jsonb_build_object(
@@ -25,49 +34,49 @@ export const TaskExpireBatch = statement<{ limit: number }, { id: string }>(
    -- Through an array, so each row is found by primary key (a join with the CTE can turn into a full scan).
    WHERE t.id = ANY (ARRAY(SELECT id FROM batch))
    RETURNING t.id`,
-  ({ limit }) => [limit],
+  ({ limit, now }) => [limit, now ?? null],
 );
 
 /** Deletes up to `limit` heartbeats older than `olderThanMs`. */
-export const HeartbeatPrune = statement<{ olderThanMs: number; limit: number }, { deleted: number }>(
+export const HeartbeatPrune = statement<PruneParams, { deleted: number }>(
   'HeartbeatPrune',
   `WITH gone AS (
      DELETE FROM {{schema}}.horsies_heartbeats WHERE id IN (
        SELECT id FROM {{schema}}.horsies_heartbeats
-       WHERE sent_at < now() - $1 * interval '1 millisecond'
+       WHERE sent_at < coalesce($3::timestamptz, now()) - $1 * interval '1 millisecond'
        LIMIT $2
      )
      RETURNING 1
    )
    SELECT count(*)::int AS deleted FROM gone`,
-  ({ olderThanMs, limit }) => [olderThanMs, limit],
+  ({ olderThanMs, limit, now }) => [olderThanMs, limit, now ?? null],
 );
 
 /** Deletes up to `limit` worker snapshots older than `olderThanMs`. */
-export const WorkerStatePrune = statement<{ olderThanMs: number; limit: number }, { deleted: number }>(
+export const WorkerStatePrune = statement<PruneParams, { deleted: number }>(
   'WorkerStatePrune',
   `WITH gone AS (
      DELETE FROM {{schema}}.horsies_worker_states WHERE id IN (
        SELECT id FROM {{schema}}.horsies_worker_states
-       WHERE snapshot_at < now() - $1 * interval '1 millisecond'
+       WHERE snapshot_at < coalesce($3::timestamptz, now()) - $1 * interval '1 millisecond'
        LIMIT $2
      )
      RETURNING 1
    )
    SELECT count(*)::int AS deleted FROM gone`,
-  ({ olderThanMs, limit }) => [olderThanMs, limit],
+  ({ olderThanMs, limit, now }) => [olderThanMs, limit, now ?? null],
 );
 
 /**
  * Deletes up to `limit` terminal tasks finished more than `olderThanMs` ago (their attempts cascade), except
  * COMPLETED tasks with a retention of their own, which {@link TaskPrunePurgeable} handles.
  */
-export const TaskPruneFinished = statement<{ olderThanMs: number; limit: number }, { deleted: number }>(
+export const TaskPruneFinished = statement<PruneParams, { deleted: number }>(
   'TaskPruneFinished',
   `WITH gone AS (
      DELETE FROM {{schema}}.horsies_tasks WHERE id IN (
        SELECT id FROM {{schema}}.horsies_tasks
-       WHERE finished_at < now() - $1 * interval '1 millisecond'
+       WHERE finished_at < coalesce($3::timestamptz, now()) - $1 * interval '1 millisecond'
          AND (status <> 'COMPLETED' OR retention_ms IS NULL)
        ORDER BY finished_at
        LIMIT $2
@@ -76,16 +85,16 @@ export const TaskPruneFinished = statement<{ olderThanMs: number; limit: number 
      RETURNING 1
    )
    SELECT count(*)::int AS deleted FROM gone`,
-  ({ olderThanMs, limit }) => [olderThanMs, limit],
+  ({ olderThanMs, limit, now }) => [olderThanMs, limit, now ?? null],
 );
 
 /** Deletes up to `limit` COMPLETED tasks whose own retention ran out (`purge_after` passed). */
-export const TaskPrunePurgeable = statement<{ limit: number }, { deleted: number }>(
+export const TaskPrunePurgeable = statement<{ limit: number; now?: Date | null }, { deleted: number }>(
   'TaskPrunePurgeable',
   `WITH gone AS (
      DELETE FROM {{schema}}.horsies_tasks WHERE id IN (
        SELECT id FROM {{schema}}.horsies_tasks
-       WHERE purge_after <= now()
+       WHERE purge_after <= coalesce($2::timestamptz, now())
        ORDER BY purge_after
        LIMIT $1
        FOR UPDATE SKIP LOCKED
@@ -93,5 +102,5 @@ export const TaskPrunePurgeable = statement<{ limit: number }, { deleted: number
      RETURNING 1
    )
    SELECT count(*)::int AS deleted FROM gone`,
-  ({ limit }) => [limit],
+  ({ limit, now }) => [limit, now ?? null],
 );

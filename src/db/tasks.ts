@@ -189,7 +189,8 @@ export interface ClaimParams {
 
 /**
  * PENDING → CLAIMED for up to `limit` tasks of one queue (unless it is paused) and the given names, in priority
- * then enqueue order, without waiting on other claimers (`horsies_claim_tasks`, migration 6).
+ * then enqueue order, without waiting on other claimers (`horsies_claim_tasks`, migration 6; `routines.ts`
+ * checks that the installed routine is the migration's).
  */
 export const TaskClaim = statement<ClaimParams, ClaimedTaskRow>(
   'TaskClaim',
@@ -287,6 +288,12 @@ export interface TaskFinishRow {
   id: string;
   status: 'COMPLETED' | 'FAILED' | 'CANCELLED' | 'PENDING';
 }
+
+/**
+ * Runs after outcomes were committed (by a worker's completer or the reaper), with the rows written. Workflow
+ * progression hangs here: the task's own outcome is durable first, the follow-up can always be redone.
+ */
+export type FinishHook = (written: TaskFinishRow[]) => Promise<void> | void;
 
 /**
  * Ends the attempt of many RUNNING tasks in one statement: COMPLETED, FAILED, CANCELLED, back to PENDING for a

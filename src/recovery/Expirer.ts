@@ -1,4 +1,6 @@
 /** Maintenance: PENDING tasks whose `good_until` passed become EXPIRED (`TASK_EXPIRED`, no attempt row). */
+import { databaseClock } from '../clock.js';
+import type { Clock } from '../clock.js';
 import type { Database } from '../db/Database.js';
 import { TaskExpireBatch } from '../db/maintenance.js';
 import type { MaintenanceService } from './Maintainer.js';
@@ -15,12 +17,16 @@ export class Expirer implements MaintenanceService<ExpirerResult> {
   constructor(
     private readonly db: Database,
     private readonly options: { batchSize: number; maxBatchesPerRun: number },
+    private readonly clock: Clock = databaseClock,
   ) {}
 
   async runOnce(): Promise<ExpirerResult> {
     let expired = 0;
     for (let i = 0; i < this.options.maxBatchesPerRun; i += 1) {
-      const rows = await this.db.run(TaskExpireBatch, { limit: this.options.batchSize });
+      const rows = await this.db.run(TaskExpireBatch, {
+        limit: this.options.batchSize,
+        now: this.clock.now(),
+      });
       expired += rows.length;
       if (rows.length < this.options.batchSize) break;
     }

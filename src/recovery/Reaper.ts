@@ -11,11 +11,13 @@
  * holder, else from `claimed_at` / `started_at`. Each task is locked and re-checked before it changes, and the
  * writes are fenced on the claim generation, so a worker that is alive after all loses nothing but its claim.
  */
+import { databaseClock } from '../clock.js';
+import type { Clock } from '../clock.js';
 import type { Database } from '../db/Database.js';
 import { TaskLockStaleRunning, TaskRequeueStaleClaimed } from '../db/liveness.js';
 import type { StaleRunningRow } from '../db/liveness.js';
 import { TaskFinishMany } from '../db/tasks.js';
-import type { TaskFinish } from '../db/tasks.js';
+import type { FinishHook, TaskFinish, TaskFinishRow } from '../db/tasks.js';
 import { decideRetry, storedRetryPolicy } from '../retry.js';
 import type { RandomSource } from '../retry.js';
 import type { ResolvedRecoveryConfig } from './config.js';
@@ -31,15 +33,30 @@ export interface ReaperResult {
   failed: string[];
 }
 
+/** Injected collaborators of a {@link Reaper}; all optional. */
+export interface ReaperOptions {
+  /** Staleness is judged at this clock's now. Default: the database clock. */
+  clock?: Clock;
+  /** Random source for backoff jitter. Default Math.random. */
+  random?: RandomSource;
+  /** Called with the outcomes the reaper wrote, after they commit (the same hook the worker's finishes take). */
+  afterFinish?: FinishHook;
+}
+
 /** Finds and recovers tasks of dead workers. */
 export class Reaper implements MaintenanceService<ReaperResult> {
   readonly name = 'reaper';
+  private readonly clock: Clock;
+  private readonly random: RandomSource;
 
   constructor(
     private readonly db: Database,
     private readonly config: ResolvedRecoveryConfig,
-    private readonly random: RandomSource = Math.random,
-  ) {}
+    private readonly options: ReaperOptions = {},
+  ) {
+    this.clock = options.clock ?? databaseClock;
+    this.random = options.random ?? Math.random;
+  }
 
   async runOnce(): Promise<ReaperResult> {
     const result: ReaperResult = { requeued: [], retried: [], failed: [] };
@@ -49,6 +66,7 @@ export class Reaper implements MaintenanceService<ReaperResult> {
         const rows = await this.db.run(TaskRequeueStaleClaimed, {
           thresholdMs: this.config.claimedStaleThresholdMs,
           limit,
+          now: this.clock.now(),
         });
         result.requeued.push(...rows.map((r) => r.id));
         if (rows.length < limit) break;
@@ -57,6 +75,7 @@ export class Reaper implements MaintenanceService<ReaperResult> {
     if (this.config.autoFailStaleRunning) {
       for (let i = 0; i < this.config.retentionMaxBatchesPerRun; i += 1) {
         const batch = await this.reapRunning(limit);
+        if (batch.length > 0) await this.options.afterFinish?.(batch);
         for (const row of batch) (row.status === 'PENDING' ? result.retried : result.failed).push(row.id);
         if (batch.length < limit) break;
       }
@@ -64,11 +83,11 @@ export class Reaper implements MaintenanceService<ReaperResult> {
     return result;
   }
 
-  private reapRunning(limit: number): Promise<{ id: string; status: string }[]> {
+  private reapRunning(limit: number): Promise<TaskFinishRow[]> {
     return this.db.transaction(async (client) => {
       const stale = await this.db.run(
         TaskLockStaleRunning,
-        { thresholdMs: this.config.runningStaleThresholdMs, limit },
+        { thresholdMs: this.config.runningStaleThresholdMs, limit, now: this.clock.now() },
         client,
       );
       if (stale.length === 0) return [];

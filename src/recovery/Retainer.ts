@@ -3,6 +3,8 @@
  * period (their attempts cascade), and COMPLETED tasks whose own retention ran out. Every delete is a bounded
  * batch, and a pass runs at most `retentionMaxBatchesPerRun` of them per table.
  */
+import { databaseClock } from '../clock.js';
+import type { Clock } from '../clock.js';
 import type { Database, Statement } from '../db/Database.js';
 import {
   HeartbeatPrune,
@@ -10,6 +12,7 @@ import {
   TaskPrunePurgeable,
   WorkerStatePrune,
 } from '../db/maintenance.js';
+import type { PruneParams } from '../db/maintenance.js';
 import type { ResolvedRecoveryConfig } from './config.js';
 import type { MaintenanceService } from './Maintainer.js';
 
@@ -29,6 +32,7 @@ export class Retainer implements MaintenanceService<RetainerResult> {
   constructor(
     private readonly db: Database,
     private readonly config: ResolvedRecoveryConfig,
+    private readonly clock: Clock = databaseClock,
   ) {}
 
   async runOnce(): Promise<RetainerResult> {
@@ -49,13 +53,14 @@ export class Retainer implements MaintenanceService<RetainerResult> {
   }
 
   private async drain(
-    stmt: Statement<{ olderThanMs: number; limit: number }, { deleted: number }>,
+    stmt: Statement<PruneParams, { deleted: number }>,
     olderThanMs: number,
   ): Promise<number> {
     const limit = this.config.retentionBatchSize;
+    const now = this.clock.now();
     let total = 0;
     for (let i = 0; i < this.config.retentionMaxBatchesPerRun; i += 1) {
-      const [row] = await this.db.run(stmt, { olderThanMs, limit });
+      const [row] = await this.db.run(stmt, { olderThanMs, limit, now });
       const deleted = row?.deleted ?? 0;
       total += deleted;
       if (deleted < limit) break;

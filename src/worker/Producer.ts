@@ -53,6 +53,7 @@ export class Producer {
   /** More work may be waiting: the last claim was full, or a notification came in. */
   private moreLikely = true;
   private failures = 0;
+  private readonly timers = new Set<NodeJS.Timeout>();
 
   constructor(
     private readonly db: Database,
@@ -157,8 +158,23 @@ export class Producer {
     this.wakeUp?.();
   }
 
+  /**
+   * Asks for a claim pass in `delayMs` (a retry this worker wrote becomes claimable then), if that is sooner
+   * than the next poll. Other workers find it at their poll, or by their own retries' timers.
+   */
+  wakeAfter(delayMs: number): void {
+    if (!this.running || delayMs >= this.options.pollIntervalMs) return;
+    const timer = setTimeout(() => {
+      this.timers.delete(timer);
+      this.wake();
+    }, delayMs + 5);
+    this.timers.add(timer);
+  }
+
   /** Stops claiming; resolves when the loop has exited. Idempotent. */
   async stop(): Promise<void> {
+    for (const timer of this.timers) clearTimeout(timer);
+    this.timers.clear();
     this.running = false;
     this.woken = true;
     this.wakeUp?.();

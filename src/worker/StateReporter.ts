@@ -1,24 +1,72 @@
 /** Writes a snapshot of the worker to `horsies_worker_states` every few seconds, for monitoring. */
 import { totalmem } from 'node:os';
+import type { StandardSchemaV1 } from '@standard-schema/spec';
+import type { ResolvedAppConfig } from '../client/config.js';
+import type { TaskDefinition } from '../client/TaskDefinition.js';
 import type { Database } from '../db/Database.js';
 import { WorkerStateInsert } from '../db/liveness.js';
 import type { WorkerSnapshot } from '../db/liveness.js';
+import type { ResolvedWorkerConfig } from './config.js';
 
-/** The parts of a snapshot that change; the reporter adds CPU and memory. */
-export type WorkerSnapshotBase = Omit<WorkerSnapshot, 'memoryUsageMb' | 'cpuPercent' | 'memoryPercent'>;
+/** What does not change over a worker's life: everything in a snapshot but the counts and resource use. */
+export type WorkerSnapshotStatic = Omit<
+  WorkerSnapshot,
+  'tasksRunning' | 'tasksClaimed' | 'memoryUsageMb' | 'cpuPercent' | 'memoryPercent' | 'workerStartedAt'
+>;
+
+/** What the reporter calls back into. */
+export interface StateReporterHooks {
+  /** Tasks held now, claimed (not yet started) and running. */
+  counts(): { claimed: number; running: number };
+  onError(error: unknown): void;
+}
 
 /** Reports one worker's state. */
 export class StateReporter {
   private timer: NodeJS.Timeout | null = null;
   private lastCpu = process.cpuUsage();
   private lastAt = process.hrtime.bigint();
+  private startedAt = new Date();
 
   constructor(
     private readonly db: Database,
     private readonly intervalMs: number,
-    private readonly snapshot: () => WorkerSnapshotBase,
-    private readonly onError: (error: unknown) => void,
+    private readonly fixed: WorkerSnapshotStatic,
+    private readonly hooks: StateReporterHooks,
   ) {}
+
+  /** The fixed part of a worker's snapshots: its identity, queues, caps and settings. */
+  static describe(
+    cfg: ResolvedWorkerConfig,
+    app: Pick<
+      ResolvedAppConfig,
+      'queueConfigs' | 'clusterWideCap' | 'capMode' | 'prefetchBuffer' | 'recovery'
+    >,
+    tasks: ReadonlyMap<string, TaskDefinition<StandardSchemaV1, unknown>>,
+  ): WorkerSnapshotStatic {
+    return {
+      worker: cfg.identity,
+      processes: 1,
+      queues: cfg.queues,
+      maxClaimBatch: cfg.maxClaimBatch,
+      maxClaimPerWorker: cfg.maxClaimPerWorker,
+      clusterWideCap: app.clusterWideCap ?? null,
+      queuePriorities: Object.fromEntries(
+        cfg.queues.map((q) => [q, app.queueConfigs.get(q)?.priority ?? 100]),
+      ),
+      queueMaxConcurrency: Object.fromEntries(
+        cfg.queues.map((q) => [q, app.queueConfigs.get(q)?.maxConcurrency ?? null]),
+      ),
+      recoveryConfig: {
+        ...app.recovery,
+        capMode: app.capMode,
+        prefetchBuffer: app.prefetchBuffer,
+        prefetch: cfg.prefetch,
+        concurrency: cfg.concurrency,
+      },
+      taskNames: [...tasks.keys()],
+    };
+  }
 
   /** Writes one snapshot now. CPU is the process's share of one core since the previous snapshot. */
   async runOnce(): Promise<WorkerSnapshot> {
@@ -28,8 +76,12 @@ export class StateReporter {
     this.lastCpu = process.cpuUsage();
     this.lastAt = now;
     const rss = process.memoryUsage.rss();
+    const counts = this.hooks.counts();
     const full: WorkerSnapshot = {
-      ...this.snapshot(),
+      ...this.fixed,
+      tasksRunning: counts.running,
+      tasksClaimed: counts.claimed,
+      workerStartedAt: this.startedAt,
       memoryUsageMb: Math.round((rss / 1024 / 1024) * 10) / 10,
       memoryPercent: Math.round((rss / totalmem()) * 10_000) / 100,
       cpuPercent: wallMicros > 0 ? Math.round(((cpu.user + cpu.system) / wallMicros) * 10_000) / 100 : 0,
@@ -38,10 +90,11 @@ export class StateReporter {
     return full;
   }
 
-  /** Reports now and every interval. */
+  /** Reports now and every interval (none when the interval is 0). The worker's start time is set here. */
   start(): void {
-    if (this.timer) return;
-    const report = (): void => void this.runOnce().catch(this.onError);
+    this.startedAt = new Date();
+    if (this.timer || this.intervalMs <= 0) return;
+    const report = (): void => void this.runOnce().catch((error: unknown) => this.hooks.onError(error));
     report();
     this.timer = setInterval(report, this.intervalMs);
     this.timer.unref();

@@ -3,6 +3,8 @@ import { availableParallelism, hostname } from 'node:os';
 import { basename } from 'node:path';
 import { z } from 'zod';
 import { QUEUE_NAME_PATTERN, parseConfig } from '../config.js';
+import { databaseClock } from '../clock.js';
+import type { Clock } from '../clock.js';
 import type { WorkerIdentity } from '../db/tasks.js';
 
 /** Configuration of a worker. Every field is optional. */
@@ -59,6 +61,11 @@ export interface WorkerConfig {
   appExport?: string;
   /** Threads for blocking tasks. Default: min(concurrency, available cores). */
   blockingThreads?: number;
+  /**
+   * The time maintenance compares with (staleness, expiry, retention). Default: the database clock. Tests
+   * inject a `ManualClock` to move time without waiting.
+   */
+  clock?: Clock;
 }
 
 const workerConfigSchema = z.strictObject({
@@ -80,6 +87,12 @@ const workerConfigSchema = z.strictObject({
   appModule: z.union([z.string().min(1), z.instanceof(URL)]).optional(),
   appExport: z.string().min(1).optional(),
   blockingThreads: z.number().int().min(1).max(1024).optional(),
+  clock: z
+    .custom<Clock>(
+      (v) => typeof (v as Clock | null)?.now === 'function',
+      'must be a Clock (an object with now())',
+    )
+    .default(databaseClock),
 });
 
 /** A {@link WorkerConfig} with defaults applied. */

@@ -13,6 +13,7 @@ import type { TaskFilter } from '../../src/client/operations.js';
 import type { TaskStatus } from '../../src/types.js';
 import { factoriesFor } from '../support/factories.js';
 import { databaseUrl, eventually, useTestSchema } from '../support/db.js';
+import { createWorker } from '../../src/worker/Worker.js';
 
 const t = await useTestSchema();
 
@@ -203,7 +204,7 @@ describe('cancel', () => {
     expect(result.ok).toBe(false);
     if (!result.ok) expect(result.error.code).toBe('TASK_CANCELLED');
     // A worker never runs it.
-    const worker = app.worker({ maintenance: false });
+    const worker = createWorker(app, { maintenance: false });
     await worker.start();
     await worker.stop();
     expect((await row(handle.id)).status).toBe('CANCELLED');
@@ -402,7 +403,7 @@ describe('resubmit', () => {
     });
     const handles = await flaky.sendMany(Array.from({ length: 1000 }, (_, i) => ({ input: { i } })));
     const others = await other.sendMany(Array.from({ length: 25 }, (_, i) => ({ input: { i } })));
-    const failing = app.worker({ concurrency: 100, maintenance: false, pollIntervalMs: 100 });
+    const failing = createWorker(app, { concurrency: 100, maintenance: false, pollIntervalMs: 100 });
     await failing.start();
     await eventually(async () => (await statusCounts('ops.bulk')).FAILED === 1000, 60_000);
     await eventually(async () => (await statusCounts('ops.bulk.other')).FAILED === 25, 60_000);
@@ -427,7 +428,7 @@ describe('resubmit', () => {
     expect(state).toEqual({ pending: 1000, reset: 1000 });
 
     ready = true;
-    const draining = app.worker({ concurrency: 100, maintenance: false, pollIntervalMs: 100 });
+    const draining = createWorker(app, { concurrency: 100, maintenance: false, pollIntervalMs: 100 });
     await draining.start();
     await eventually(async () => (await statusCounts('ops.bulk')).COMPLETED === 1000, 60_000);
     await draining.stop();
@@ -470,7 +471,7 @@ describe('resubmit', () => {
       handler: () => new TaskError('STILL_BROKEN', 'fails every time'),
     });
     const handles = await always.sendMany(Array.from({ length: 20 }, (_, i) => ({ input: { i } })));
-    const worker = app.worker({ concurrency: 20, maintenance: false, pollIntervalMs: 50 });
+    const worker = createWorker(app, { concurrency: 20, maintenance: false, pollIntervalMs: 50 });
     await worker.start();
     const allFailedWith = (resubmits: number) =>
       eventually(async () => {

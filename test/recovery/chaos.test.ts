@@ -24,7 +24,7 @@ afterAll(() => fixture.app.close());
 
 const TASKS = 2_000;
 const WORKERS = 3;
-const CHAOS_MS = 6_000;
+const KILLS = 8;
 
 /** A small seeded generator, so a failing run can be replayed with the seed it printed. */
 function mulberry32(seed: number): () => number {
@@ -50,9 +50,16 @@ it('loses nothing and completes nothing twice under random SIGKILLs', async () =
   await fixture.crashy.sendMany(
     Array.from({ length: TASKS }, () => ({ input: { ms: Math.floor(random() * 40) } })),
   );
+  // The faults follow the drain's progress, not the clock: each kill comes after a random number of handler runs
+  // (50 to 150), so every run sees the same share of the work interrupted, however fast the machine is.
+  const runs = async (): Promise<number> =>
+    (await t.query<{ n: number }>('SELECT count(*)::int AS n FROM {{schema}}.test_runs'))[0]!.n;
   let kills = 0;
-  while (Date.now() - started < CHAOS_MS) {
-    await new Promise((r) => setTimeout(r, 400 + random() * 600));
+  let chaosMs = 0;
+  while (kills < KILLS) {
+    const target = (await runs()) + 50 + Math.floor(random() * 100);
+    if (target >= TASKS) break;
+    await eventually(async () => (await runs()) >= target, 60_000);
     const index = Math.floor(random() * workers.length);
     const victim = workers[index]!;
     victim.child.kill('SIGKILL');
@@ -60,6 +67,7 @@ it('loses nothing and completes nothing twice under random SIGKILLs', async () =
     kills += 1;
     // The replacement boots while the chaos goes on; it may itself be killed before it is ready.
     workers[index] = startWorkerProcess(env, args);
+    chaosMs = Date.now() - started;
   }
   for (const [index, w] of workers.entries()) {
     if (w.child.exitCode !== null || w.child.signalCode !== null)
@@ -92,6 +100,7 @@ it('loses nothing and completes nothing twice under random SIGKILLs', async () =
             (SELECT count(*)::int FROM {{schema}}.horsies_task_attempts WHERE outcome = 'WORKER_FAILURE') AS crashes,
             (SELECT count(*)::int FROM {{schema}}.test_runs) AS runs`,
   );
+  expect(kills).toBeGreaterThanOrEqual(KILLS / 2);
   expect(summary!.tasks).toBe(TASKS);
   expect(summary!.completed + summary!.failed).toBe(TASKS);
 
@@ -126,7 +135,7 @@ it('loses nothing and completes nothing twice under random SIGKILLs', async () =
   expect(missing!.n).toBe(0);
 
   console.log(
-    `chaos (seed ${seed}): ${TASKS} tasks, ${WORKERS} worker processes, ${kills} SIGKILLs over ${CHAOS_MS} ms; ` +
+    `chaos (seed ${seed}): ${TASKS} tasks, ${WORKERS} worker processes, ${kills} SIGKILLs over ${chaosMs} ms; ` +
       `drained in ${drainMs} ms: ${summary!.completed} COMPLETED, ${summary!.failed} FAILED, ` +
       `${summary!.attempts} attempts (${summary!.crashes} WORKER_FAILURE), ${summary!.runs} handler runs recorded`,
   );

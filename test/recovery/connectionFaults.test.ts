@@ -7,8 +7,9 @@ import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { App } from '../../src/client/App.js';
 import type { Worker } from '../../src/worker/Worker.js';
-import { eventually, testLogger, useTestSchema } from '../support/db.js';
+import { eventually, testLogger, useTestSchema, waitForEvent } from '../support/db.js';
 import { countOrMinusOne, queryThroughOutage, startOwnServer } from '../support/ownServer.js';
+import { createWorker } from '../../src/worker/Worker.js';
 
 const t = await useTestSchema();
 
@@ -31,7 +32,7 @@ describe('the LISTEN connections killed by the server', () => {
       },
     });
     // A 30 s poll: within the 5 s waits below, only a notification can wake the worker.
-    const worker = app.worker({ pollIntervalMs: 30_000, concurrency: 4, maintenance: false });
+    const worker = createWorker(app, { pollIntervalMs: 30_000, concurrency: 4, maintenance: false });
     await worker.start();
     try {
       const first = await work.send({ n: 1 });
@@ -148,7 +149,7 @@ describe('a PostgreSQL restart under a running worker', () => {
           return n;
         },
       });
-      worker = app.worker({ pollIntervalMs: 200, concurrency: 4 });
+      worker = createWorker(app, { pollIntervalMs: 200, concurrency: 4 });
       let completedEvents = 0;
       let markSome: () => void = () => undefined;
       const some = new Promise<void>((resolve) => (markSome = resolve));
@@ -171,9 +172,11 @@ describe('a PostgreSQL restart under a running worker', () => {
       expect(completedBeforeStop).toBeLessThan(TASKS);
 
       const stoppingAt = Date.now();
+      // The outage lasts until the worker has met it (a failed claim, heartbeat or write), not a fixed time.
+      const noticed = waitForEvent(worker, 'worker:error', () => true, 30_000);
       await own.stop('clean');
       const stoppedAt = Date.now();
-      await sleep(1_000);
+      await noticed;
       await own.start();
       const restartedAt = Date.now();
       await eventually(async () => (await completedCount()) === TASKS, 60_000);

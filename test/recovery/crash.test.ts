@@ -10,6 +10,9 @@ import type { ReaperResult } from '../../src/recovery/Reaper.js';
 import { databaseUrl, eventually, useTestSchema, waitForEvent, trackStarts } from '../support/db.js';
 import { fixtureModule, importFixture } from '../support/fixtures.js';
 import { startWorkerProcess } from '../support/processes.js';
+import { createWorker } from '../../src/worker/Worker.js';
+import type { Worker } from '../../src/worker/Worker.js';
+import { ManualClock } from '../../src/clock.js';
 
 const t = await useTestSchema();
 await t.query('CREATE TABLE {{schema}}.test_runs (task_id text NOT NULL, worker_pid int NOT NULL)');
@@ -38,7 +41,7 @@ async function statusCounts(ids: string[]): Promise<Record<string, number>> {
   return Object.fromEntries(rows.map((r) => [r.status, r.n]));
 }
 
-function reaperEvent(worker: ReturnType<App['worker']>, match: (r: ReaperResult) => boolean) {
+function reaperEvent(worker: Worker, match: (r: ReaperResult) => boolean) {
   return waitForEvent(
     worker,
     'maintenance:ran',
@@ -61,7 +64,7 @@ describe('a worker killed with SIGKILL', () => {
     const killedAt = Date.now();
     expect(await victim.exited).toBe('SIGKILL');
 
-    const survivor = app.worker({ concurrency: 5, appModule });
+    const survivor = createWorker(app, { concurrency: 5, appModule });
     const requeued = reaperEvent(survivor, (r) => queuedIds.every((id) => r.requeued.includes(id)));
     const crashed = reaperEvent(survivor, (r) => r.failed.includes(running.id));
     await survivor.start();
@@ -114,7 +117,7 @@ describe('a worker killed with SIGKILL', () => {
     victim.child.kill('SIGKILL');
     await victim.exited;
 
-    const survivor = app.worker({ concurrency: 2, appModule });
+    const survivor = createWorker(app, { concurrency: 2, appModule });
     await survivor.start();
     expect(await handle.result({ timeoutMs: 15_000 })).toEqual({ ok: true, value: 2 });
     const attempts = await t.query<{
@@ -153,14 +156,22 @@ describe('a late finisher', () => {
         return 'late';
       },
     });
-    const worker = slowApp.worker({ maintenance: false, abortGraceMs: 10_000 });
+    const worker = createWorker(slowApp, { maintenance: false, abortGraceMs: 10_000 });
     const started = trackStarts(worker);
     await worker.start();
     const handle = await gated.send({ n: 1 });
     await started(handle.id);
-    await new Promise((r) => setTimeout(r, 300));
 
-    const reaper = new Reaper(slowApp.db, { ...slowApp.config.recovery, runningStaleThresholdMs: 200 });
+    // Seen from a clock 200 ms past the threshold, the run has been silent too long: no need to wait for it.
+    const [row] = await t.query<{ started_at: Date }>(
+      'SELECT started_at FROM {{schema}}.horsies_tasks WHERE id = $1',
+      [handle.id],
+    );
+    const startedAt = row!.started_at;
+    const threshold = slowApp.config.recovery.runningStaleThresholdMs;
+    const later = new ManualClock(new Date(startedAt.getTime() + threshold + 200));
+    const reaper = new Reaper(slowApp.db, slowApp.config.recovery, { clock: later });
+    expect((await new Reaper(slowApp.db, slowApp.config.recovery).runOnce()).failed).toEqual([]);
     const verdict = await reaper.runOnce();
     expect(verdict.failed).toContain(handle.id);
 

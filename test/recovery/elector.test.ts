@@ -2,6 +2,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { Elector } from '../../src/recovery/Elector.js';
 import { testLogger, useTestSchema, waitForEvent } from '../support/db.js';
+import { createWorker } from '../../src/worker/Worker.js';
 
 const t = await useTestSchema();
 const electors: Elector[] = [];
@@ -56,7 +57,7 @@ describe('Elector', () => {
 
   it('workers elect one maintenance leader among them', async () => {
     const apps = [1, 2, 3].map(() => t.app({ recovery: { checkIntervalMs: 300 } }));
-    const workers = apps.map((app) => app.worker({ snapshotIntervalMs: 0 }));
+    const workers = apps.map((app) => createWorker(app, { snapshotIntervalMs: 0 }));
     const elected = new Promise<void>((resolve) => {
       for (const w of workers) w.once('leader:elected', resolve);
     });

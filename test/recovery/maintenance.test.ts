@@ -5,7 +5,7 @@
  *
  * The services act on the whole schema, so every test starts from empty tables.
  */
-import { beforeEach, describe, expect, it } from 'vitest';
+import { beforeEach, describe, expect, it, vi } from 'vitest';
 import { z } from 'zod';
 import { Expirer } from '../../src/recovery/Expirer.js';
 import { Maintainer } from '../../src/recovery/Maintainer.js';
@@ -15,6 +15,7 @@ import type { RetainerResult } from '../../src/recovery/Retainer.js';
 import type { ResolvedRecoveryConfig } from '../../src/recovery/config.js';
 import { factoriesFor } from '../support/factories.js';
 import { eventually, testLogger, useTestSchema, waitForEvent } from '../support/db.js';
+import { createWorker } from '../../src/worker/Worker.js';
 
 const t = await useTestSchema();
 
@@ -337,7 +338,7 @@ describe('retention of completed tasks, end to end', () => {
       retentionMs: 0,
       handler: ({ n }) => n + 1,
     });
-    const worker = app.worker({ maintenance: false });
+    const worker = createWorker(app, { maintenance: false });
     await worker.start();
     const handle = await quick.send({ n: 41 });
     expect((await row(handle.id))!.retention_ms).toBe('0');
@@ -391,7 +392,7 @@ describe('retention of completed tasks, end to end', () => {
     expect((await row(c.id))!.retention_ms).toBeNull();
     expect((await row(d.id))!.retention_ms).toBe('0');
 
-    const worker = app.worker({ maintenance: false });
+    const worker = createWorker(app, { maintenance: false });
     await worker.start();
     for (const h of [a, b, c, d]) expect((await h.result({ timeoutMs: 10_000 })).ok).toBe(true);
     const purge = async (id: string): Promise<number | null> => {
@@ -504,6 +505,8 @@ describe('Maintainer', () => {
       finished = true;
     });
     const after = service('after', calls);
+    // The interval timer is under the test's control: whether stop() ended it is seen by moving time on.
+    vi.useFakeTimers({ toFake: ['setInterval', 'clearInterval'] });
     const maintainer = new Maintainer([slow, after], { checkIntervalMs: 20 }, testLogger);
     maintainer.start();
     await eventually(async () => slow.runs === 1);
@@ -518,8 +521,9 @@ describe('Maintainer', () => {
     expect(after.runs).toBe(0);
     await maintainer.stop();
     await maintainer.stop();
-    // No timer passes any more (a negative can only be checked by waiting: ten intervals).
-    await new Promise((r) => setTimeout(r, 200));
+    // No timer passes any more: ten intervals later, nothing ran.
+    vi.advanceTimersByTime(200);
+    vi.useRealTimers();
     expect(slow.runs).toBe(1);
     expect(after.runs).toBe(0);
   });

@@ -10,6 +10,7 @@ import { App } from '../../src/client/App.js';
 import type { Worker } from '../../src/worker/Worker.js';
 import { eventually, testLogger } from '../support/db.js';
 import { countOrMinusOne, queryThroughOutage, startOwnServer } from '../support/ownServer.js';
+import { createWorker } from '../../src/worker/Worker.js';
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -54,7 +55,7 @@ describe('a PostgreSQL crash under a running worker', () => {
           return n;
         },
       });
-      worker = app.worker({ pollIntervalMs: 200, concurrency: 8, prefetch: 8 });
+      worker = createWorker(app, { pollIntervalMs: 200, concurrency: 8, prefetch: 8 });
       let completed = 0;
       let markSome: () => void = () => undefined;
       const some = new Promise<void>((resolve) => (markSome = resolve));

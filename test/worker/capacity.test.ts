@@ -9,6 +9,7 @@ import { TaskClaim } from '../../src/db/tasks.js';
 import { databaseUrl, eventually, useTestSchema, waitForEvent } from '../support/db.js';
 import { startWorkerProcess } from '../support/processes.js';
 import { runCli } from '../support/cli.js';
+import { createWorker } from '../../src/worker/Worker.js';
 
 const t = await useTestSchema();
 await t.query(
@@ -188,7 +189,7 @@ describe('ordering', () => {
       Array.from({ length: 5 }, (_, i) => ({ input: { label: `urgent${i}` }, queue: 'urgent' })),
     );
     await task.send({ label: 'bulk-vip' }, { queue: 'bulk', priority: 1 });
-    const worker = app.worker({ concurrency: 1, queues: ['bulk', 'urgent'] });
+    const worker = createWorker(app, { concurrency: 1, queues: ['bulk', 'urgent'] });
     await worker.start();
     await eventually(async () => order.length === 11);
     await worker.stop();
@@ -239,7 +240,7 @@ describe('leases', () => {
       expect(ghostClaims).toHaveLength(held);
       const claimedAt = Date.now();
 
-      const worker = app.worker({ concurrency: 2, pollIntervalMs: 100 });
+      const worker = createWorker(app, { concurrency: 2, pollIntervalMs: 100 });
       const firstClaim = waitForEvent(worker, 'task:claimed', () => true, 10_000);
       await worker.start();
       await firstClaim;
@@ -269,7 +270,7 @@ describe('pause, per-task limit, tasks without a worker', () => {
     const app = t.app({ queues: ['open', 'held'] });
     const task = app.task({ name: 'pause.work', input: z.object({}), handler: () => 'done' });
     await app.pauseQueue('held');
-    const worker = app.worker({ pollIntervalMs: 100 });
+    const worker = createWorker(app, { pollIntervalMs: 100 });
     await worker.start();
     const open = await task.send({}, { queue: 'open' });
     const held = await task.send({}, { queue: 'held' });
@@ -321,7 +322,7 @@ describe('pause, per-task limit, tasks without a worker', () => {
         otherActive -= 1;
       },
     });
-    const worker = app.worker({ concurrency: 6 });
+    const worker = createWorker(app, { concurrency: 6 });
     const handles = [
       ...(await limited.sendMany(Array.from({ length: 12 }, (_, i) => ({ input: { i } })))),
       ...(await free.sendMany(Array.from({ length: 12 }, (_, i) => ({ input: { i } })))),
@@ -339,7 +340,7 @@ describe('pause, per-task limit, tasks without a worker', () => {
     const served = producer.task({ name: 'orphan.known', input: z.object({}), handler: () => 'served' });
     const workerApp = t.app({ queues: ['orphans'] });
     workerApp.task({ name: 'orphan.known', input: z.object({}), handler: () => 'served' });
-    const worker = workerApp.worker({ snapshotIntervalMs: 200 });
+    const worker = createWorker(workerApp, { snapshotIntervalMs: 200 });
     await worker.start();
     const lost = await orphan.send({});
     const ok = await served.send({});

@@ -4,6 +4,7 @@ import { pino } from 'pino';
 import { z } from 'zod';
 import { ConfigError, TaskError } from '../../src/errors.js';
 import { useTestSchema, waitForEvent, trackStarts } from '../support/db.js';
+import { createWorker } from '../../src/worker/Worker.js';
 
 const t = await useTestSchema();
 
@@ -39,7 +40,7 @@ describe('retries', () => {
         return calls <= 2 ? new TaskError('FLAKY', `failure ${calls}`) : 'third time lucky';
       },
     });
-    const worker = app.worker({ pollIntervalMs: 5_000 });
+    const worker = createWorker(app, { pollIntervalMs: 5_000 });
     await worker.start();
     const handle = await flaky.send({});
     expect(await handle.result({ timeoutMs: 15_000 })).toEqual({ ok: true, value: 'third time lucky' });
@@ -76,7 +77,7 @@ describe('retries', () => {
       retry: { maxRetries: 5, retryOn: ['FLAKY'], baseDelayMs: 0 },
       handler: () => new TaskError('BAD_INPUT', 'not retryable'),
     });
-    const worker = app.worker();
+    const worker = createWorker(app);
     await worker.start();
     const handle = await picky.send({});
     const result = await handle.result({ timeoutMs: 10_000 });
@@ -94,7 +95,7 @@ describe('retries', () => {
       retry: { maxRetries: 2, retryOn: ['FLAKY'], backoff: 'constant', baseDelayMs: 0 },
       handler: () => new TaskError('FLAKY', 'again'),
     });
-    const worker = app.worker();
+    const worker = createWorker(app);
     await worker.start();
     const handle = await always.send({});
     const result = await handle.result({ timeoutMs: 10_000 });
@@ -112,7 +113,7 @@ describe('retries', () => {
       retry: { maxRetries: 3, retryOn: ['FLAKY'], backoff: 'constant', baseDelayMs: 60_000 },
       handler: () => new TaskError('FLAKY', 'would retry in a minute'),
     });
-    const worker = app.worker();
+    const worker = createWorker(app);
     await worker.start();
     const handle = await late.send({}, { goodUntil: new Date(Date.now() + 10_000) });
     const result = await handle.result({ timeoutMs: 10_000 });
@@ -136,7 +137,7 @@ describe('retries', () => {
         throw new TypeError('a bug');
       },
     });
-    const worker = app.worker();
+    const worker = createWorker(app);
     await worker.start();
     const handle = await fetcher.send({});
     const result = await handle.result({ timeoutMs: 10_000 });
@@ -199,7 +200,7 @@ describe('timeouts', () => {
         );
       },
     });
-    const worker = app.worker();
+    const worker = createWorker(app);
     await worker.start();
     const handle = await slow.send({});
     expect(await handle.result({ timeoutMs: 10_000 })).toEqual({ ok: true, value: 'fast enough' });
@@ -224,7 +225,7 @@ describe('timeouts', () => {
           ? new Promise<string>((resolve) => setTimeout(() => resolve('too late'), 3_000))
           : 'next one ran',
     });
-    const worker = app.worker({ concurrency: 1, abortGraceMs: 100 });
+    const worker = createWorker(app, { concurrency: 1, abortGraceMs: 100 });
     await worker.start();
     const first = await stubborn.send({ n: 1 });
     const second = await stubborn.send({ n: 2 });
@@ -258,7 +259,7 @@ describe('cancelling a running task', () => {
         ),
     });
     // A long poll interval: the cancel must arrive by notification, not by the backstop poll.
-    const worker = app.worker({ pollIntervalMs: 30_000 });
+    const worker = createWorker(app, { pollIntervalMs: 30_000 });
     const started = trackStarts(worker);
     await worker.start();
     const handle = await long.send({});
@@ -289,7 +290,7 @@ describe('cancelling a running task', () => {
       input: z.object({}),
       handler: () => new Promise<string>((resolve) => setTimeout(() => resolve('ignored the cancel'), 4_000)),
     });
-    const worker = app.worker({ abortGraceMs: 100 });
+    const worker = createWorker(app, { abortGraceMs: 100 });
     const started = trackStarts(worker);
     await worker.start();
     const handle = await deaf.send({});
@@ -308,7 +309,7 @@ describe('cancelling a running task', () => {
       handler: (_input, ctx) =>
         new Promise((_resolve, reject) => ctx.signal.addEventListener('abort', reject)),
     });
-    const worker = app.worker({ pollIntervalMs: 200 });
+    const worker = createWorker(app, { pollIntervalMs: 200 });
     const started = trackStarts(worker);
     await worker.start();
     const handle = await long.send({});

@@ -5,6 +5,7 @@ import { TaskClaim, TaskClaimAndStart, TaskFinishMany, TaskStartMany } from '../
 import type { WorkerIdentity } from '../../src/db/tasks.js';
 import { TaskError } from '../../src/errors.js';
 import { eventually, useTestSchema, waitForEvent, trackStarts } from '../support/db.js';
+import { createWorker } from '../../src/worker/Worker.js';
 
 const t = await useTestSchema();
 
@@ -63,7 +64,7 @@ describe('PENDING → CLAIMED → RUNNING → COMPLETED', () => {
     const handle = await gated.send({ x: 21 });
     expect((await row(handle.id)).status).toBe('PENDING');
 
-    const worker = app.worker({ concurrency: 2 });
+    const worker = createWorker(app, { concurrency: 2 });
     const started = waitForEvent(worker, 'task:started', (id) => id === handle.id);
     await worker.start();
     await started;
@@ -140,7 +141,7 @@ describe('RUNNING → FAILED', () => {
         throw new RangeError('out of range');
       },
     });
-    const worker = app.worker();
+    const worker = createWorker(app);
     await worker.start();
     const handle = await boom.send({});
     const result = await handle.result({ timeoutMs: 10_000 });
@@ -174,7 +175,7 @@ describe('RUNNING → FAILED', () => {
         throw new TaskError('QUOTA_EXCEEDED', 'over quota');
       },
     });
-    const worker = app.worker();
+    const worker = createWorker(app);
     await worker.start();
     const [a, b, c] = await Promise.all([returns.send({ n: -1 }), returns.send({ n: 5 }), throws.send({})]);
     const ra = await a.result({ timeoutMs: 10_000 });
@@ -209,7 +210,7 @@ describe('RUNNING → FAILED', () => {
     const handle = await strict.send({ email: 'a@example.com' });
     // A row edited by hand (or written by older code) that the schema rejects.
     await t.query(`UPDATE {{schema}}.horsies_tasks SET kwargs = '{"email": 12}' WHERE id = $1`, [handle.id]);
-    const worker = app.worker();
+    const worker = createWorker(app);
     worker.on('task:started', () => (ran = true));
     await worker.start();
     const result = await handle.result({ timeoutMs: 10_000 });
@@ -226,7 +227,7 @@ describe('RUNNING → FAILED', () => {
   it('fails with RESULT_NOT_SERIALIZABLE when the handler returns what JSON cannot carry', async () => {
     const app = t.app();
     const big = app.task({ name: 'lifecycle.bigint', input: z.object({}), handler: () => ({ n: 10n }) });
-    const worker = app.worker();
+    const worker = createWorker(app);
     await worker.start();
     const result = await (await big.send({})).result({ timeoutMs: 10_000 });
     expect(result.ok ? null : result.error.code).toBe('RESULT_NOT_SERIALIZABLE');
@@ -254,7 +255,7 @@ describe('scheduling and deadlines', () => {
   it('runs a delayed task once its time comes, not before', async () => {
     const app = t.app();
     const delayed = app.task({ name: 'lifecycle.delayed', input: z.object({}), handler: () => 'ok' });
-    const worker = app.worker({ pollIntervalMs: 100 });
+    const worker = createWorker(app, { pollIntervalMs: 100 });
     await worker.start();
     const handle = await delayed.send({}, { delayMs: 700 });
     expect(await handle.result({ timeoutMs: 10_000 })).toEqual({ ok: true, value: 'ok' });
@@ -373,7 +374,7 @@ describe('scheduling and deadlines', () => {
   it('lets the worker expire a task claimed just before its deadline', async () => {
     const app = t.app();
     const tight = app.task({ name: 'lifecycle.tight', input: z.object({}), handler: () => 'ran' });
-    const worker = app.worker();
+    const worker = createWorker(app);
     // Make the deadline pass between the claim and the start, as a slow start would.
     worker.on('task:claimed', (ids) => {
       void t.query(`UPDATE {{schema}}.horsies_tasks SET good_until = now() WHERE id = ANY($1)`, [ids]);
@@ -461,7 +462,7 @@ describe('the worker', () => {
     const unknown = producerApp.task({ name: 'lifecycle.unknown', input: z.object({}), handler: () => 'ok' });
     const workerApp = t.app();
     workerApp.task({ name: 'lifecycle.known', input: z.object({}), handler: () => 'ok' });
-    const worker = workerApp.worker();
+    const worker = createWorker(workerApp);
     await worker.start();
     const orphan = await unknown.send({});
     const served = await known.send({});
@@ -484,7 +485,7 @@ describe('the worker', () => {
         active -= 1;
       },
     });
-    const worker = app.worker({ concurrency: 3 });
+    const worker = createWorker(app, { concurrency: 3 });
     let maxHeld = 0;
     worker.on('task:claimed', () => (maxHeld = Math.max(maxHeld, worker.heldTasks)));
     await worker.start();
@@ -517,7 +518,7 @@ describe('the worker', () => {
         return i;
       },
     });
-    const worker = app.worker({ concurrency: 1 });
+    const worker = createWorker(app, { concurrency: 1 });
     const started = trackStarts(worker);
     await worker.start();
     const first = await slow.send({ i: 1 });

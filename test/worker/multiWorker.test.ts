@@ -7,6 +7,7 @@ import { expect, it } from 'vitest';
 import { databaseUrl, useTestSchema } from '../support/db.js';
 import { importFixture } from '../support/fixtures.js';
 import { startWorkerProcess } from '../support/processes.js';
+import { createWorker } from '../../src/worker/Worker.js';
 
 const t = await useTestSchema();
 const { record } = await importFixture({ schema: t.schema }, () => import('../fixtures/app.js'));
@@ -26,7 +27,7 @@ it('drains 5,000 tasks with four workers, none run twice', async () => {
   const local = [t.app(), t.app()];
   const workers = local.map((app) => {
     app.task({ name: record.name, input: record.input, handler: record.handler });
-    return app.worker({ concurrency: 8 });
+    return createWorker(app, { concurrency: 8 });
   });
   await Promise.all(workers.map((w) => w.start()));
 

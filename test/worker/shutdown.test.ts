@@ -2,6 +2,7 @@
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { eventually, useTestSchema, waitForEvent, trackStarts } from '../support/db.js';
+import { createWorker } from '../../src/worker/Worker.js';
 
 const t = await useTestSchema();
 
@@ -38,7 +39,7 @@ describe('worker.stop()', () => {
       handler: gatedHandler(gate),
     });
     const stop = app.task({ name: 'shutdown.stop', input, shutdown: 'stop', handler: gatedHandler(gate) });
-    const worker = app.worker({ concurrency: 3, drainTimeoutMs: 10_000 });
+    const worker = createWorker(app, { concurrency: 3, drainTimeoutMs: 10_000 });
     // Listen before sending: a task may start before the next send returns.
     const started = new Set<string>();
     worker.on('task:started', (id) => started.add(id));
@@ -80,7 +81,7 @@ describe('worker.stop()', () => {
       input: z.object({ i: z.number() }),
       handler: gatedHandler(gate),
     });
-    const worker = app.worker({ concurrency: 1, prefetch: 3 });
+    const worker = createWorker(app, { concurrency: 1, prefetch: 3 });
     await worker.start();
     const firstStart = waitForEvent(worker, 'task:started');
     const handles = await task.sendMany([0, 1, 2, 3].map((i) => ({ input: { i } })));
@@ -108,7 +109,7 @@ describe('worker.stop()', () => {
     const app = t.app();
     const never = new Promise<void>(() => undefined);
     const task = app.task({ name: 'shutdown.slow', input: z.object({}), handler: gatedHandler(never) });
-    const worker = app.worker({ drainTimeoutMs: 200 });
+    const worker = createWorker(app, { drainTimeoutMs: 200 });
     const started = trackStarts(worker);
     await worker.start();
     const handle = await task.send({});
@@ -119,7 +120,7 @@ describe('worker.stop()', () => {
     // Another worker picks it up later and the attempt numbers start at 1.
     const again = t.app();
     again.task({ name: 'shutdown.slow', input: z.object({}), handler: () => 'done now' });
-    const second = again.worker();
+    const second = createWorker(again);
     await second.start();
     expect(await again.handle(handle.id).result({ timeoutMs: 10_000 })).toEqual({
       ok: true,

@@ -4,6 +4,7 @@ import { z } from 'zod';
 import { ConfigError } from '../../src/errors.js';
 import { thrown } from '../support/assertions.js';
 import { eventually, useTestSchema } from '../support/db.js';
+import { createWorker } from '../../src/worker/Worker.js';
 
 const t = await useTestSchema();
 
@@ -19,7 +20,7 @@ describe('worker snapshots', () => {
     let release: () => void = () => undefined;
     const gate = new Promise<void>((r) => (release = r));
     const task = app.task({ name: 'snap.work', input: z.object({}), queue: 'fast', handler: () => gate });
-    const worker = app.worker({ concurrency: 3, prefetch: 1, snapshotIntervalMs: 100 });
+    const worker = createWorker(app, { concurrency: 3, prefetch: 1, snapshotIntervalMs: 100 });
     await worker.start();
     await task.sendMany([{ input: {} }, { input: {} }]);
     const snapshot = await eventually(async () => {

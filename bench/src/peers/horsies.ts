@@ -4,7 +4,7 @@
  */
 import { pino } from 'pino';
 import { z } from 'zod';
-import { createApp } from '../../../src/index.js';
+import { createApp, createWorker } from '../../../src/index.js';
 import type { WorkerConfig } from '../../../src/index.js';
 import { CONCURRENCY, chunks, runNoop } from './types.js';
 import type { BenchEnv, PeerSession, RecoverySettings, Subject, WorkerHooks } from './types.js';
@@ -22,7 +22,7 @@ export const HORSIES_VARIANTS: HorsiesVariant[] = [
     schema: 'bench_horsies',
     worker: { concurrency: CONCURRENCY },
     settings:
-      'defaults: app.worker({ concurrency: 10 }) (claim batch = free slots, claimed and started in one round trip, ' +
+      'defaults: createWorker(app, { concurrency: 10 }) (claim batch = free slots, claimed and started in one round trip, ' +
       'LISTEN/NOTIFY wake-ups, 2 s poll, finishes written in batches of up to 500); claims and starts commit ' +
       'without waiting for the WAL flush, outcomes (with their attempt rows) wait for it.',
   },
@@ -31,7 +31,7 @@ export const HORSIES_VARIANTS: HorsiesVariant[] = [
     schema: 'bench_horsies_prefetch',
     worker: { concurrency: CONCURRENCY, prefetch: 490, maxClaimBatch: 500 },
     settings:
-      'app.worker({ concurrency: 10, prefetch: 490, maxClaimBatch: 500 }): up to 500 tasks claimed ahead in one ' +
+      'createWorker(app, { concurrency: 10, prefetch: 490, maxClaimBatch: 500 }): up to 500 tasks claimed ahead in one ' +
       'statement and held CLAIMED (leased, with claimer heartbeats), started 10 at a time as slots free. A crash ' +
       'strands the prefetched claims until claimedStaleThresholdMs; a graceful stop hands them back at once.',
   },
@@ -100,7 +100,8 @@ async function openHorsies(
     },
     async startWorker(workerHooks, workerRecovery) {
       hooks = workerHooks;
-      const worker = app.worker(
+      const worker = createWorker(
+        app,
         workerRecovery
           ? { ...variant.worker, pollIntervalMs: workerRecovery.pollIntervalMs }
           : variant.worker,

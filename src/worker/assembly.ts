@@ -1,0 +1,276 @@
+/**
+ * Builds a worker's parts and wires them to each other: what each service calls back into, and which of those
+ * calls reach the worker itself (its events, its state, its finish hooks). The worker owns the lifecycle; this
+ * module owns the wiring.
+ */
+import type { EventEmitter } from 'node:events';
+import type { StandardSchemaV1 } from '@standard-schema/spec';
+import type { Logger } from 'pino';
+import type { ResolvedAppConfig } from '../client/config.js';
+import type { TaskDefinition } from '../client/TaskDefinition.js';
+import type { Database } from '../db/Database.js';
+import { Listener, channels } from '../db/Listener.js';
+import type { HeartbeatRole } from '../db/liveness.js';
+import type { FinishHook, TaskFinish, TaskFinishRow } from '../db/tasks.js';
+import { MaintenanceLeader } from '../recovery/MaintenanceLeader.js';
+import { maintenanceServices } from '../recovery/services.js';
+import { CancelWatcher } from './CancelWatcher.js';
+import { CapGuard } from './CapGuard.js';
+import { Completer } from './Completer.js';
+import type { CompleterResult } from './Completer.js';
+import type { ResolvedWorkerConfig } from './config.js';
+import { Dispatcher } from './Dispatcher.js';
+import { Executor } from './Executor.js';
+import { Heartbeater } from './Heartbeater.js';
+import { Producer } from './Producer.js';
+import { StateReporter } from './StateReporter.js';
+import { ThreadPool } from './ThreadPool.js';
+
+/** What a worker needs of the app it runs: an `App` is one. */
+export interface WorkerHost {
+  readonly db: Database;
+  readonly logger: Logger;
+  readonly tasks: ReadonlyMap<string, TaskDefinition<StandardSchemaV1, unknown>>;
+  readonly config: Pick<
+    ResolvedAppConfig,
+    'queues' | 'queueConfigs' | 'clusterWideCap' | 'capMode' | 'prefetchBuffer' | 'recovery' | 'errorCodes'
+  >;
+}
+
+/** Events a worker emits; tests and monitoring await them. */
+export interface WorkerEvents {
+  'task:claimed': [ids: string[]];
+  'task:started': [id: string, attempt: number];
+  /** A run ended; its outcome is queued for writing. */
+  'task:ran': [id: string, status: TaskFinish['status']];
+  /**
+   * Outcomes were written: `finished` with the status each task got (PENDING for a retry or release); `lost` had
+   * been superseded (reaped, cancelled), so nothing was written for them.
+   */
+  'task:finished': [finished: TaskFinishRow[], lost: string[]];
+  'task:expired': [id: string];
+  /** A cancel request reached a task running here; its handler's AbortSignal fired. */
+  'task:cancelling': [id: string];
+  /** Held tasks the database says this worker no longer owns. */
+  'task:lost': [ids: string[]];
+  'leader:elected': [];
+  'leader:lost': [];
+  'maintenance:ran': [service: string, result: unknown];
+  'worker:error': [error: unknown];
+  'worker:stopped': [];
+}
+
+/** A background loop of the worker, started after its LISTEN channels are up. */
+export interface WorkerService {
+  start(): void;
+  stop(): Promise<void> | void;
+}
+
+/** What the parts call back into on the worker. */
+export interface WorkerSink {
+  /** True while the worker takes new work. */
+  accepting(): boolean;
+  emit: EventEmitter<WorkerEvents>['emit'];
+  fail(what: string, error: unknown): void;
+  /** Heartbeats of `role` found these held tasks owned elsewhere now. */
+  onLost(role: HeartbeatRole, ids: string[]): void;
+  /** A cancel request for a task; true if it runs here and was asked to stop. */
+  cancel(id: string): boolean;
+  /** A batch of outcomes was written (or found superseded). */
+  onSettled(result: CompleterResult, finishes: TaskFinish[]): void;
+  /** Follows outcomes written by maintenance (the reaper), as the worker's own. */
+  afterFinish: FinishHook;
+}
+
+/** The parts of one worker. */
+export interface WorkerParts {
+  caps: CapGuard;
+  producer: Producer;
+  dispatcher: Dispatcher;
+  executor: Executor;
+  completer: Completer;
+  heartbeater: Heartbeater;
+  listener: Listener;
+  leader: MaintenanceLeader;
+  pool: ThreadPool | null;
+  /** Started in order once the worker listens; stopped after the drain. */
+  services: WorkerService[];
+}
+
+/** Builds the parts of a worker of `host` with config `cfg`. */
+export function assemble(
+  host: WorkerHost,
+  cfg: ResolvedWorkerConfig,
+  logger: Logger,
+  sink: WorkerSink,
+): WorkerParts {
+  const app = host.config;
+  const { db, tasks } = host;
+  const { identity } = cfg;
+  const pool =
+    [...tasks.values()].some((t) => t.policies.blocking) && cfg.appModule !== null
+      ? new ThreadPool({ appModule: cfg.appModule, exportName: cfg.appExport, size: cfg.blockingThreads })
+      : null;
+  const caps = new CapGuard(db, {
+    clusterWideCap: app.clusterWideCap ?? null,
+    mode: app.capMode,
+    prefetchBuffer: app.prefetchBuffer,
+    queueCaps: new Map(
+      [...app.queueConfigs.values()].flatMap((q) =>
+        q.maxConcurrency === undefined ? [] : [[q.name, q.maxConcurrency] as const],
+      ),
+    ),
+  });
+  // Parts that call each other are reached through these bindings, set below in dependency order.
+  let dispatcher: Dispatcher;
+  let completer: Completer;
+  const producer = new Producer(
+    db,
+    {
+      queues: cfg.queues,
+      maxClaimBatch: cfg.maxClaimBatch,
+      pollIntervalMs: cfg.pollIntervalMs,
+      leaseMs: cfg.claimLeaseMs,
+      identity,
+      synchronousStarts: cfg.synchronousStarts,
+      refillThreshold: Math.max(1, Math.floor(cfg.maxClaimBatch / 2)),
+    },
+    {
+      capacity: () => (sink.accepting() ? cfg.maxClaimPerWorker - dispatcher.size : 0),
+      idle: () => dispatcher.size === 0,
+      onClaimed: (claimed, started) => {
+        sink.emit(
+          'task:claimed',
+          claimed.map((t) => t.id),
+        );
+        dispatcher.add(claimed, started);
+      },
+      reserveStarts: (queue, max) => dispatcher.reserveStarts(queue, max),
+      cancelReservation: (reserved) => dispatcher.cancelReservation(reserved),
+      onError: (error) => sink.fail('claim failed', error),
+      claimableTaskNames: () => dispatcher.claimableTaskNames(),
+    },
+    caps,
+  );
+  const executor = new Executor(
+    db,
+    tasks,
+    logger,
+    {
+      identity,
+      abortGraceMs: cfg.abortGraceMs,
+      appErrorCodes: app.errorCodes ?? [],
+      synchronousStarts: cfg.synchronousStarts,
+    },
+    {
+      onSkipped: (task, reason) => {
+        if (reason === 'expired') sink.emit('task:expired', task.id);
+        dispatcher.release([task.id]);
+      },
+      onStarted: (task, attempt) => {
+        dispatcher.setPhase(task.id, 'running');
+        sink.emit('task:started', task.id, attempt);
+      },
+      onFinished: (finish) => {
+        dispatcher.setPhase(finish.id, 'finishing');
+        sink.emit('task:ran', finish.id, finish.status);
+        completer.add(finish);
+        dispatcher.scheduleDispatch();
+      },
+    },
+    pool,
+  );
+  dispatcher = new Dispatcher(
+    db,
+    executor,
+    caps,
+    tasks,
+    { workerId: identity.workerId, concurrency: cfg.concurrency, retryMs: cfg.pollIntervalMs },
+    logger,
+    { onReleased: () => producer.wake(false), onError: (what, error) => sink.fail(what, error) },
+  );
+  completer = new Completer(db, cfg.completionBatchSize, {
+    onSettled: (result, finishes) => sink.onSettled(result, finishes),
+    onError: (error) => sink.fail('writing task outcomes failed', error),
+  });
+  const heartbeater = new Heartbeater(
+    db,
+    {
+      identity,
+      claimerIntervalMs: app.recovery.claimerHeartbeatIntervalMs,
+      runnerIntervalMs: app.recovery.runnerHeartbeatIntervalMs,
+      leaseMs: cfg.claimLeaseMs,
+      maxClaimAgeMs: cfg.maxClaimAgeMs,
+    },
+    {
+      owned: (role) => dispatcher.owned(role),
+      onLost: (role, ids) => sink.onLost(role, ids),
+      onError: (error) => sink.fail('heartbeat failed', error),
+    },
+  );
+  const listener = wakeOnNotifications(
+    new Listener(db.connectionConfig),
+    db.schema,
+    producer,
+    dispatcher,
+    logger,
+  );
+  const cancels = new CancelWatcher(
+    db,
+    listener,
+    { workerId: identity.workerId, pollIntervalMs: cfg.pollIntervalMs },
+    {
+      running: () => executor.running,
+      cancel: (id) => sink.cancel(id),
+      onError: (error) => sink.fail('cancel poll failed', error),
+    },
+  );
+  const leader = new MaintenanceLeader(
+    db,
+    { candidateId: identity.workerId, checkIntervalMs: app.recovery.checkIntervalMs },
+    maintenanceServices({ db, recovery: app.recovery, clock: cfg.clock, afterFinish: sink.afterFinish }),
+    logger,
+  );
+  for (const event of ['leader:elected', 'leader:lost'] as const) leader.on(event, () => sink.emit(event));
+  leader.on('maintenance:ran', (service, result) => sink.emit('maintenance:ran', service, result));
+  const reporter = new StateReporter(db, cfg.snapshotIntervalMs, StateReporter.describe(cfg, app, tasks), {
+    counts: () => dispatcher.counts(),
+    onError: (error) => sink.fail('worker snapshot failed', error),
+  });
+  return {
+    caps,
+    producer,
+    dispatcher,
+    executor,
+    completer,
+    heartbeater,
+    listener,
+    leader,
+    pool,
+    services: [producer, heartbeater, cancels, reporter, ...(cfg.maintenance ? [leader] : [])],
+  };
+}
+
+// A notification on a queue channel (or on task_done, heard only when caps are set: room may have opened under
+// a cap) asks for a claim pass; after a reconnect, notifications may have been missed, so claim at once.
+function wakeOnNotifications(
+  listener: Listener,
+  schema: string,
+  producer: Producer,
+  dispatcher: Dispatcher,
+  logger: Logger,
+): Listener {
+  const cancelChannel = channels.taskCancel(schema);
+  const doneChannel = channels.taskDone(schema);
+  listener.on('notification', (channel) => {
+    if (channel === cancelChannel) return;
+    if (channel === doneChannel) dispatcher.scheduleDispatch();
+    producer.wake();
+  });
+  listener.on('reconnect', () => {
+    logger.info('LISTEN connection back');
+    producer.wake();
+  });
+  listener.on('error', (error) => logger.warn({ err: error }, 'LISTEN connection lost; reconnecting'));
+  return listener;
+}

@@ -1,0 +1,42 @@
+/**
+ * The hot path's server-side routines match the migrations that define them, and a hand edit of one in a live
+ * database is reported.
+ */
+import { describe, expect, it } from 'vitest';
+import { HOT_ROUTINES, routineBodies, routineDrift } from '../../src/db/routines.js';
+import { useTestSchema } from '../support/db.js';
+
+const t = await useTestSchema();
+
+describe('routineDrift', () => {
+  it('finds every hot routine defined by a migration, and installed as defined after a fresh migrate', async () => {
+    const bodies = routineBodies(HOT_ROUTINES);
+    expect([...bodies.keys()].sort()).toEqual([...HOT_ROUTINES].sort());
+    for (const { migration } of bodies.values()) expect(migration).toBe('hot_transitions');
+    expect(await routineDrift(t.app().db)).toEqual([]);
+  });
+
+  it('reports a routine replaced by hand, and one dropped', async () => {
+    const app = t.app();
+    const start = routineBodies(['horsies_start_tasks']).get('horsies_start_tasks')!;
+    const [signature] = await t.query<{ args: string; result: string }>(
+      `SELECT pg_get_function_arguments(p.oid) AS args, pg_get_function_result(p.oid) AS result
+       FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+       WHERE n.nspname = $1 AND p.proname = 'horsies_start_tasks'`,
+      [t.schema],
+    );
+    // The same routine with one extra comment line: it behaves the same, yet it is not the migration's.
+    await t.query(
+      `CREATE OR REPLACE FUNCTION {{schema}}.horsies_start_tasks(${signature!.args}) RETURNS ${signature!.result}
+       LANGUAGE plpgsql AS $body$-- edited by hand${start.body}$body$`,
+    );
+    await t.query('DROP PROCEDURE {{schema}}.horsies_claim_and_start');
+    expect(await routineDrift(app.db)).toEqual([
+      { name: 'horsies_start_tasks', problem: 'changed', migration: 'hot_transitions' },
+      { name: 'horsies_claim_and_start', problem: 'missing', migration: 'hot_transitions' },
+    ]);
+    expect(await routineDrift(app.db, ['horsies_no_such_routine'])).toEqual([
+      { name: 'horsies_no_such_routine', problem: 'undefined', migration: null },
+    ]);
+  });
+});
