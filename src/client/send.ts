@@ -36,6 +36,11 @@ export interface SendOptions {
   id?: string;
   /** Idempotency key (at most 255 characters): like `id`, but the task still gets a generated id. */
   idempotencyKey?: string;
+  /**
+   * The time recorded as the task's `sent_at`. Default: the database's `now()` at the insert. The scheduler sets
+   * it to the slot a task stands for, which may be earlier than the insert.
+   */
+  sentAt?: Date;
 }
 
 /** Options that apply to a whole send call. */
@@ -141,6 +146,7 @@ function toTaskInsert(
         ? payloadDigest(target.name, kwargs)
         : null,
     idempotencyKey: options.idempotencyKey ?? null,
+    sentAt: options.sentAt ?? null,
     maxRetries: target.maxRetries,
     retentionMs: target.retentionMs ?? ctx.queueRetentionMs.get(queueName) ?? null,
     taskOptions: target.taskOptions,
@@ -277,7 +283,7 @@ function checkOptions(ctx: SendContext, target: SendTarget, options: SendOptions
 // Plain pushes rather than a helper closure: this runs once per item of a bulk send.
 function optionProblems(options: SendOptions): ConfigProblem[] {
   const problems: ConfigProblem[] = [];
-  const { delayMs, runAt, goodUntil, priority, id, idempotencyKey } = options;
+  const { delayMs, runAt, goodUntil, priority, id, idempotencyKey, sentAt } = options;
   if (delayMs !== undefined && (typeof delayMs !== 'number' || !Number.isFinite(delayMs) || delayMs < 0)) {
     problems.push({ field: 'delayMs', value: delayMs, message: 'must be a finite number >= 0' });
   }
@@ -289,6 +295,9 @@ function optionProblems(options: SendOptions): ConfigProblem[] {
   }
   if (goodUntil !== undefined && !isValidDate(goodUntil)) {
     problems.push({ field: 'goodUntil', value: goodUntil, message: 'must be a valid Date' });
+  }
+  if (sentAt !== undefined && !isValidDate(sentAt)) {
+    problems.push({ field: 'sentAt', value: sentAt, message: 'must be a valid Date' });
   }
   if (priority !== undefined && (!Number.isInteger(priority) || priority < 1 || priority > 100)) {
     problems.push({ field: 'priority', value: priority, message: 'must be an integer from 1 to 100' });

@@ -32,13 +32,14 @@ const ESCAPES: Record<string, string> = { '\\': '\\\\', '\t': '\\t', '\n': '\\n'
 
 /**
  * The shape a copy of `tasks` would take, or null when they must go through `INSERT ... ON CONFLICT`: one of them
- * named an id or idempotency key (only those carry a payload digest), has a delay, or some name a `runAt` and
- * others do not.
+ * named an id or idempotency key (only those carry a payload digest) or its own `sentAt`, has a delay, or some
+ * name a `runAt` and others do not.
  */
 export function copyShape(tasks: readonly TaskInsert[]): CopyShape | null {
   let withRunAt = 0;
   for (const task of tasks) {
-    if (task.enqueueSha !== null || task.idempotencyKey !== null) return null;
+    // COPY writes no sent_at (the column default): a task that names its own goes through the INSERT.
+    if (task.enqueueSha !== null || task.idempotencyKey !== null || task.sentAt) return null;
     if (task.runAt !== null) withRunAt += 1;
     else if (task.delayMs !== 0) return null;
   }

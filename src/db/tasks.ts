@@ -79,6 +79,8 @@ export interface TaskInsert {
   /** Payload digest; set when the send named an id or idempotency key (a repeat is possible only then). */
   enqueueSha: string | null;
   idempotencyKey: string | null;
+  /** The task's `sent_at`; null or absent for the database's `now()`. */
+  sentAt?: Date | null;
   maxRetries: number;
   /** Retention of the row once COMPLETED; null for the app's default. */
   retentionMs: number | null;
@@ -107,12 +109,12 @@ export const TaskInsertMany = statement<{ tasks: TaskInsert[] }, TaskInsertConfl
      SELECT * FROM json_to_recordset($1::json)
        AS i(id text, task_name text, queue_name text, priority int, kwargs jsonb, delay_ms int, run_at timestamptz,
             good_until timestamptz, enqueue_sha text, idempotency_key text, max_retries int, retention_ms bigint,
-            task_options jsonb)
+            task_options jsonb, sent_at timestamptz)
    ), inserted AS (
      INSERT INTO {{schema}}.horsies_tasks
-       (id, task_name, queue_name, priority, kwargs, status, enqueued_at, good_until, enqueue_sha,
+       (id, task_name, queue_name, priority, kwargs, status, sent_at, enqueued_at, good_until, enqueue_sha,
         idempotency_key, max_retries, retention_ms, task_options)
-     SELECT id, task_name, queue_name, priority, kwargs, 'PENDING',
+     SELECT id, task_name, queue_name, priority, kwargs, 'PENDING', COALESCE(sent_at, now()),
             COALESCE(run_at, now() + delay_ms * interval '1 millisecond'), good_until, enqueue_sha,
             idempotency_key, max_retries, retention_ms, task_options
      FROM input
@@ -141,7 +143,8 @@ function insertJson(t: TaskInsert): string {
     `"delay_ms":${t.delayMs},"run_at":${t.runAt ? JSON.stringify(t.runAt.toISOString()) : 'null'},` +
     `"good_until":${t.goodUntil ? JSON.stringify(t.goodUntil.toISOString()) : 'null'},` +
     `"enqueue_sha":${JSON.stringify(t.enqueueSha)},"idempotency_key":${JSON.stringify(t.idempotencyKey)},` +
-    `"max_retries":${t.maxRetries},"retention_ms":${t.retentionMs ?? 'null'},"task_options":${t.taskOptions ?? 'null'}}`
+    `"max_retries":${t.maxRetries},"retention_ms":${t.retentionMs ?? 'null'},"task_options":${t.taskOptions ?? 'null'}` +
+    (t.sentAt ? `,"sent_at":${JSON.stringify(t.sentAt.toISOString())}}` : '}')
   );
 }
 
