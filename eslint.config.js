@@ -10,7 +10,7 @@ const onlyDbTalksToPg = {
 /**
  * The layering of src/: dependencies point one way. Leaf modules (errors, types, clock, retry, config) import
  * no folder; db/ imports only leaves; recovery/ never imports client/ or worker/; client/ never imports worker/;
- * nothing but cli/ imports cli/. Type-only imports count too: a layer must not know what sits above it.
+ * the workflow engine (step, recovery, wiring) never imports client/ or worker/; nothing but cli/ imports cli/. Type-only imports count too: a layer must not know what sits above it.
  */
 function layer(files, forbidden, why) {
   return {
@@ -66,6 +66,11 @@ export default tseslint.config(
     ['src/client/**'],
     ['../worker/**', '../cli/**'],
     'client/ never depends on worker/: the worker takes a host.',
+  ),
+  layer(
+    ['src/workflow/step.ts', 'src/workflow/WorkflowRecovery.ts', 'src/workflow/wiring.ts'],
+    ['../client/**', '../worker/**', '../cli/**'],
+    'The workflow engine runs from stored rows alone: recovery (and any worker) steps a workflow without its code.',
   ),
   {
     files: ['test/**', 'scripts/**', 'bench/**'],

@@ -30,6 +30,8 @@ export const BUILTIN_ERROR_CODES = [
   'WORKFLOW_CANCELLED',
   'WORKFLOW_PAUSED',
   'WORKFLOW_STOPPED',
+  'WORKFLOW_NOT_FOUND',
+  'WORKFLOW_SUCCESS_CASE_NOT_MET',
 ] as const;
 
 /** A code from {@link BUILTIN_ERROR_CODES}. */
@@ -190,6 +192,36 @@ export class PayloadMismatchError extends HorsiesError {
         'an id or idempotency key may only be reused with the same payload',
     );
     this.taskId = taskId;
+  }
+}
+
+/**
+ * A workflow definition is invalid: every problem found (cycles, unknown dependencies, duplicate ids, data from
+ * a node not waited for, quorum bounds, non-JSON static input, tasks of another app...), each naming its node.
+ */
+export class WorkflowDefinitionError extends HorsiesError {
+  override name = 'WorkflowDefinitionError';
+  readonly problems: ConfigProblem[];
+
+  constructor(workflow: string, problems: ConfigProblem[]) {
+    const lines = problems.map((p) => `  - ${p.field}: ${p.message} (got ${describeValue(p.value)})`);
+    super('WORKFLOW_INVALID', `invalid workflow "${workflow}":\n${lines.join('\n')}`);
+    this.problems = problems;
+  }
+}
+
+/** A workflow start reused an id with another definition or other parameters than the stored workflow's. */
+export class WorkflowMismatchError extends HorsiesError {
+  override name = 'WorkflowMismatchError';
+  readonly workflowId: string;
+
+  constructor(workflowId: string) {
+    super(
+      'WORKFLOW_MISMATCH',
+      `workflow ${workflowId} already exists with another definition or other parameters; ` +
+        'an explicit workflow id may only be reused for the same start',
+    );
+    this.workflowId = workflowId;
   }
 }
 

@@ -1,5 +1,5 @@
 /**
- * horsies: a PostgreSQL-backed background task queue for Node.js.
+ * horsies: a PostgreSQL-backed background task queue and workflow engine for Node.js.
  *
  * The public surface, listed by name.
  */
@@ -25,6 +25,25 @@ export type { MigrateResult } from './db/Migrator.js';
 export { startEmbeddedServer } from './db/EmbeddedServer.js';
 export type { EmbeddedServer, EmbeddedServerOptions } from './db/EmbeddedServer.js';
 export { Worker, createWorker } from './worker/Worker.js';
+export {
+  WorkflowBuilder,
+  WorkflowDefinition,
+  WorkflowNode,
+  workflow,
+} from './workflow/WorkflowDefinition.js';
+export type {
+  NodeJoin,
+  NodeOptions,
+  StartOptions,
+  SuccessPolicy,
+  TerminalResults,
+  WorkflowHost,
+  WorkflowOptions,
+} from './workflow/WorkflowDefinition.js';
+export { WorkflowHandle } from './workflow/WorkflowHandle.js';
+export type { WorkflowNodeInfo } from './workflow/WorkflowHandle.js';
+export type { Ref, Wired } from './workflow/refs.js';
+export type { WorkflowNodeStatus, WorkflowStatus } from './db/workflows.js';
 export type { WorkerEvents, WorkerHost } from './worker/Worker.js';
 export type { WorkerConfig } from './worker/config.js';
 export {
@@ -38,6 +57,8 @@ export {
   SendOptionsError,
   TaskError,
   UnknownQueueError,
+  WorkflowDefinitionError,
+  WorkflowMismatchError,
   err,
   isValidErrorCode,
   ok,

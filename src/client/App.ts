@@ -19,6 +19,7 @@ import { policyFields } from './policy.js';
 import { resolveRetryPolicy } from '../retry.js';
 import type { AppConfig, ResolvedAppConfig } from './config.js';
 import { ResultWaiter } from './ResultWaiter.js';
+import type { OutcomeSource } from './ResultWaiter.js';
 import type { SendContext } from './send.js';
 import { TaskDefinition } from './TaskDefinition.js';
 import type { ResolvedTaskPolicies, TaskConfig } from './TaskDefinition.js';
@@ -77,6 +78,7 @@ export class App implements HandleHost {
   private readonly registry = new Map<string, TaskDefinition<StandardSchemaV1, unknown>>();
   private readonly sendContext: SendContext;
   private readonly waiter: ResultWaiter;
+  private readonly otherWaiters = new Map<OutcomeSource, ResultWaiter>();
   private closed = false;
 
   constructor(config: AppConfig = {}) {
@@ -206,11 +208,21 @@ export class App implements HandleHost {
     return this.waiter.wait<T>(id, timeoutMs);
   }
 
+  /** @internal Waits on another source of outcomes (workflows); one waiter, one LISTEN per source. */
+  waitForOutcome<T>(source: OutcomeSource, id: string, timeoutMs?: number): Promise<TaskResult<T>> {
+    let waiter = this.otherWaiters.get(source);
+    if (!waiter) {
+      waiter = new ResultWaiter(this.db, { pollIntervalMs: this.config.resultPollIntervalMs }, source);
+      this.otherWaiters.set(source, waiter);
+    }
+    return waiter.wait<T>(id, timeoutMs);
+  }
+
   /** Stops waiting for results and ends the pool the app created. Idempotent. */
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    await this.waiter.stop();
+    await Promise.all([this.waiter, ...this.otherWaiters.values()].map((w) => w.stop()));
     await this.db.end();
   }
 }

@@ -1,7 +1,8 @@
 /**
- * Resolves `handle.result()` calls. One LISTEN on `task_done` serves every waiter of the app; a notification
- * only says which tasks finished, so the rows are always re-read (in one batch) before a waiter resolves. A poll
- * covers lost notifications, reconnects and PgBouncer in transaction mode, where LISTEN does not work.
+ * Resolves `handle.result()` calls. One LISTEN on the source's channel (`task_done` for tasks) serves every
+ * waiter of the app; a notification only says which ids finished, so the rows are always re-read (in one batch)
+ * before a waiter resolves. A poll covers lost notifications, reconnects and PgBouncer in transaction mode, where
+ * LISTEN does not work.
  */
 import type { Database } from '../db/Database.js';
 import { Listener, channels } from '../db/Listener.js';
@@ -14,6 +15,26 @@ interface Waiter {
   resolve: (result: TaskResult<unknown>) => void;
   timer: NodeJS.Timeout | null;
 }
+
+/** What a {@link ResultWaiter} waits on: tasks, or other things that finish (workflows). */
+export interface OutcomeSource {
+  /** The channel whose notifications carry the ids that finished (comma-separated). */
+  channel(schema: string): string;
+  /** The outcomes of these ids: null for one not finished yet; an id missing from the map does not exist. */
+  read(db: Database, ids: string[]): Promise<Map<string, TaskResult<unknown> | null>>;
+  /** The outcome of an id that does not exist. */
+  notFound(id: string): TaskError;
+}
+
+/** Outcomes of tasks. */
+export const taskOutcomes: OutcomeSource = {
+  channel: channels.taskDone,
+  async read(db, ids) {
+    const rows = await db.run(TaskGetOutcomes, { ids });
+    return new Map(rows.map((row) => [row.id, decodeOutcome(row)]));
+  },
+  notFound: (id) => new TaskError('TASK_NOT_FOUND', `no task with id ${id}`),
+};
 
 /** Settings of a {@link ResultWaiter}. */
 export interface ResultWaiterOptions {
@@ -33,9 +54,10 @@ export class ResultWaiter {
   constructor(
     private readonly db: Database,
     private readonly options: ResultWaiterOptions,
+    private readonly source: OutcomeSource = taskOutcomes,
   ) {}
 
-  /** Waits for a task to reach a terminal status; resolves `WAIT_TIMEOUT` after `timeoutMs`. */
+  /** Waits for an id to reach a terminal status; resolves `WAIT_TIMEOUT` after `timeoutMs`. */
   async wait<T>(id: string, timeoutMs?: number): Promise<TaskResult<T>> {
     if (this.stopped) throw new Error('the app is closed');
     const promise = new Promise<TaskResult<unknown>>((resolve) => {
@@ -45,7 +67,7 @@ export class ResultWaiter {
           () =>
             this.settle(id, waiter, {
               ok: false,
-              error: new TaskError('WAIT_TIMEOUT', `task ${id} did not finish within ${timeoutMs} ms`),
+              error: new TaskError('WAIT_TIMEOUT', `${id} did not finish within ${timeoutMs} ms`),
             }),
           Math.max(0, timeoutMs),
         );
@@ -81,7 +103,7 @@ export class ResultWaiter {
       this.listener.on('reconnect', () => this.markDirty([...this.waiters.keys()]));
       this.listener.on('error', () => undefined);
     }
-    await this.listener.listen(channels.taskDone(this.db.schema));
+    await this.listener.listen(this.source.channel(this.db.schema));
   }
 
   private startPolling(): void {
@@ -106,17 +128,11 @@ export class ResultWaiter {
 
   private async check(ids: string[]): Promise<void> {
     if (ids.length === 0 || this.stopped) return;
-    const rows = await this.db.run(TaskGetOutcomes, { ids });
-    const found = new Set<string>();
-    for (const row of rows) {
-      found.add(row.id);
-      const outcome = decodeOutcome(row);
-      if (outcome) this.settleAll(row.id, outcome);
-    }
+    const outcomes = await this.source.read(this.db, ids);
     for (const id of ids) {
-      if (!found.has(id)) {
-        this.settleAll(id, { ok: false, error: new TaskError('TASK_NOT_FOUND', `no task with id ${id}`) });
-      }
+      const outcome = outcomes.get(id);
+      if (outcome === undefined) this.settleAll(id, { ok: false, error: this.source.notFound(id) });
+      else if (outcome) this.settleAll(id, outcome);
     }
   }
 

@@ -322,7 +322,8 @@ function isValidDate(value: unknown): boolean {
   return value instanceof Date && !Number.isNaN(value.getTime());
 }
 
-function toIssue(issue: StandardSchemaV1.Issue): ValidationIssue {
+/** A Standard Schema issue as a {@link ValidationIssue}. */
+export function toIssue(issue: StandardSchemaV1.Issue): ValidationIssue {
   return {
     message: issue.message,
     path: (issue.path ?? []).map((segment) => {

@@ -15,6 +15,7 @@ export const channels = {
   taskQueue: (schema: string, queue: string): string => `${schema}:task_queue_${queue}`,
   taskDone: (schema: string): string => `${schema}:task_done`,
   taskCancel: (schema: string): string => `${schema}:task_cancel`,
+  workflowDone: (schema: string): string => `${schema}:workflow_done`,
 };
 
 /** Events of a {@link Listener}. */

@@ -290,6 +290,9 @@ export interface TaskFinish {
 export interface TaskFinishRow {
   id: string;
   status: 'COMPLETED' | 'FAILED' | 'CANCELLED' | 'PENDING';
+  /** The workflow and node the task runs for, or null for a plain task. */
+  workflow_id: string | null;
+  workflow_node: number | null;
 }
 
 /**
@@ -373,7 +376,7 @@ export const TaskFinishMany = statement<{ tasks: TaskFinish[] }, TaskFinishRow>(
      -- Rows are locked and fenced in target, so nothing changed them since.
      WHERE t.id = d.id
      -- Everything the attempt row needs comes back with the changed rows: no join of decided with finished.
-     RETURNING t.id, t.status, d.final, d.status AS requested, d.attempt, d.started_at, d.crashed, d.error_code,
+     RETURNING t.id, t.status, t.workflow_id, t.workflow_node, d.final, d.status AS requested, d.attempt, d.started_at, d.crashed, d.error_code,
                d.error_message, d.failed_reason, d.worker_id, d.worker_hostname, d.worker_pid,
                d.worker_process_name
    ), recorded AS (
@@ -388,7 +391,7 @@ export const TaskFinishMany = statement<{ tasks: TaskFinish[] }, TaskFinishRow>(
      FROM finished f
      WHERE f.final <> 'RELEASE'
    )
-   SELECT id, status FROM finished`,
+   SELECT id, status, workflow_id, workflow_node FROM finished`,
   ({ tasks }) => [
     tasks.map((t) => t.id),
     tasks.map((t) => t.workerId),

@@ -12,6 +12,7 @@ import {
   TaskPrunePurgeable,
   WorkerStatePrune,
 } from '../db/maintenance.js';
+import { WorkflowPruneFinished } from '../db/workflows.js';
 import type { PruneParams } from '../db/maintenance.js';
 import type { ResolvedRecoveryConfig } from './config.js';
 import type { MaintenanceService } from './Maintainer.js';
@@ -21,6 +22,8 @@ export interface RetainerResult {
   heartbeats: number;
   workerStates: number;
   tasks: number;
+  /** Terminal workflows (their nodes go with them). */
+  workflows: number;
 }
 
 const HOUR_MS = 3_600_000;
@@ -46,10 +49,12 @@ export class Retainer implements MaintenanceService<RetainerResult> {
         ? 0
         : await this.drain(WorkerStatePrune, workerStateRetentionHours * HOUR_MS);
     let tasks = await this.drain(TaskPrunePurgeable, 0);
+    let workflows = 0;
     if (terminalRecordRetentionHours !== null) {
       tasks += await this.drain(TaskPruneFinished, terminalRecordRetentionHours * HOUR_MS);
+      workflows = await this.drain(WorkflowPruneFinished, terminalRecordRetentionHours * HOUR_MS);
     }
-    return { heartbeats, workerStates, tasks };
+    return { heartbeats, workerStates, tasks, workflows };
   }
 
   private async drain(

@@ -27,6 +27,11 @@ export interface RecoveryConfig {
   retentionBatchSize?: number;
   /** Most statements one retention pass runs per table, so a huge backlog is spread over passes. Default 50. */
   retentionMaxBatchesPerRun?: number;
+  /**
+   * The workflow recovery pass repairs a workflow (a node whose task ended without the node following, a READY
+   * node without a task, ...) once it has not changed for this long. Default 10,000 ms.
+   */
+  workflowRecoveryGraceMs?: number;
 }
 
 const hours = z.number().positive().nullable();
@@ -45,6 +50,7 @@ export const recoveryConfigSchema = z
     terminalRecordRetentionHours: hours.default(720),
     retentionBatchSize: z.number().int().min(1).max(100_000).default(1000),
     retentionMaxBatchesPerRun: z.number().int().min(1).default(50),
+    workflowRecoveryGraceMs: z.number().int().min(0).default(10_000),
   })
   .superRefine((c, ctx) => {
     if (c.claimedStaleThresholdMs < 2 * c.claimerHeartbeatIntervalMs) {

@@ -10,6 +10,7 @@ import { Expirer } from './Expirer.js';
 import type { MaintenanceService } from './Maintainer.js';
 import { Reaper } from './Reaper.js';
 import { Retainer } from './Retainer.js';
+import { WorkflowRecovery } from '../workflow/WorkflowRecovery.js';
 
 /** What the maintenance services are built from. */
 export interface MaintenanceContext {
@@ -29,6 +30,11 @@ export function maintenanceServices(ctx: MaintenanceContext): MaintenanceService
     new Expirer(
       db,
       { batchSize: recovery.retentionBatchSize, maxBatchesPerRun: recovery.retentionMaxBatchesPerRun },
+      clock,
+    ),
+    new WorkflowRecovery(
+      db,
+      { graceMs: recovery.workflowRecoveryGraceMs, batchSize: recovery.retentionBatchSize },
       clock,
     ),
     new Retainer(db, recovery, clock),

@@ -24,6 +24,7 @@ import type { CompleterResult } from './Completer.js';
 import { resolveWorkerConfig } from './config.js';
 import type { ResolvedWorkerConfig, WorkerConfig } from './config.js';
 import { settlesWithin } from './timing.js';
+import { advanceWorkflows } from '../workflow/step.js';
 
 export type { WorkerEvents, WorkerHost } from './assembly.js';
 
@@ -41,7 +42,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
   private readonly logger: Logger;
   private readonly parts: WorkerParts;
   /** Follow each written batch of outcomes, in order, after it commits. */
-  private readonly finishHooks: FinishHook[] = [];
+  private readonly finishHooks: FinishHook[];
   private readonly following = new Set<Promise<void>>();
   private state: State = 'new';
   private stopping: Promise<void> | null = null;
@@ -54,6 +55,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
     const blocking = [...host.tasks.values()].some((t) => t.policies.blocking);
     this.config = resolveWorkerConfig(config, host.config.queues, blocking);
     this.logger = host.logger.child({ workerId: this.config.identity.workerId });
+    this.finishHooks = [(written) => advanceWorkflows(host.db, written)];
     this.parts = assemble(host, this.config, this.logger, {
       accepting: () => this.state === 'running',
       emit: this.emit.bind(this),

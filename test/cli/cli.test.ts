@@ -46,6 +46,8 @@ describe('horsies migrate', () => {
       'horsies_task_attempts',
       'horsies_tasks',
       'horsies_worker_states',
+      'horsies_workflow_tasks',
+      'horsies_workflows',
     ]);
   });
 

@@ -59,6 +59,8 @@ describe('schema after a fresh migrate', () => {
       purge_after: tz,
       created_at: tz,
       updated_at: tz,
+      workflow_id: 'character varying',
+      workflow_node: 'integer',
     });
   });
 

@@ -213,7 +213,7 @@ describe('Retainer', () => {
               ('hb-now', 'w1', 'claimer', now())`,
     );
     const result = await new Retainer(app.db, config()).runOnce();
-    expect(result).toEqual<RetainerResult>({ heartbeats: 2, workerStates: 0, tasks: 0 });
+    expect(result).toEqual<RetainerResult>({ heartbeats: 2, workerStates: 0, tasks: 0, workflows: 0 });
     const rows = await t.query<{ task_id: string }>(
       'SELECT task_id FROM {{schema}}.horsies_heartbeats ORDER BY task_id',
     );
@@ -228,7 +228,7 @@ describe('Retainer', () => {
               ('ws-now', now())`,
     );
     const result = await new Retainer(app.db, config()).runOnce();
-    expect(result).toEqual<RetainerResult>({ heartbeats: 0, workerStates: 1, tasks: 0 });
+    expect(result).toEqual<RetainerResult>({ heartbeats: 0, workerStates: 1, tasks: 0, workflows: 0 });
     const rows = await t.query<{ worker_id: string }>(
       'SELECT worker_id FROM {{schema}}.horsies_worker_states ORDER BY worker_id',
     );
@@ -253,7 +253,7 @@ describe('Retainer', () => {
         terminalRecordRetentionHours: null,
       }),
     ).runOnce();
-    expect(result).toEqual<RetainerResult>({ heartbeats: 0, workerStates: 0, tasks: 0 });
+    expect(result).toEqual<RetainerResult>({ heartbeats: 0, workerStates: 0, tasks: 0, workflows: 0 });
     expect(await t.query('SELECT 1 FROM {{schema}}.horsies_heartbeats')).toHaveLength(1);
     expect(await t.query('SELECT 1 FROM {{schema}}.horsies_worker_states')).toHaveLength(1);
     expect(await existing([old])).toEqual([old]);
@@ -263,6 +263,7 @@ describe('Retainer', () => {
       heartbeats: 1,
       workerStates: 1,
       tasks: 1,
+      workflows: 0,
     });
   });
 
@@ -363,7 +364,7 @@ describe('retention of completed tasks, end to end', () => {
     await worker.runMaintenance();
     expect(await row(handle.id)).toBeUndefined();
     expect(await countAttempts([handle.id])).toBe(0);
-    expect(results).toContainEqual(['retainer', { heartbeats: 0, workerStates: 0, tasks: 1 }]);
+    expect(results).toContainEqual(['retainer', { heartbeats: 0, workerStates: 0, tasks: 1, workflows: 0 }]);
     await worker.stop();
   });
 
@@ -414,7 +415,7 @@ describe('retention of completed tasks, end to end', () => {
     );
     const ran = waitForEvent(worker, 'maintenance:ran', (service) => service === 'retainer');
     await worker.runMaintenance();
-    expect((await ran)[1]).toEqual({ heartbeats: 0, workerStates: 0, tasks: 1 });
+    expect((await ran)[1]).toEqual({ heartbeats: 0, workerStates: 0, tasks: 1, workflows: 0 });
     expect(await existing([a.id, b.id, c.id, d.id])).toEqual([b.id, c.id, d.id].sort());
     await worker.stop();
   });

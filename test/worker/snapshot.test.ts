@@ -73,6 +73,7 @@ describe('recovery settings', () => {
       terminalRecordRetentionHours: 720,
       retentionBatchSize: 1000,
       retentionMaxBatchesPerRun: 50,
+      workflowRecoveryGraceMs: 10_000,
     });
   });
 

@@ -1,0 +1,550 @@
+/**
+ * Statements on `horsies_workflows` and `horsies_workflow_tasks`. Every statement that changes a workflow's
+ * nodes runs inside a transaction that first locks the workflow's row ({@link WorkflowLock}): one lock order,
+ * workflow before nodes before tasks, everywhere.
+ */
+import { statement } from './Database.js';
+
+/** Workflow statuses, as stored. */
+export type WorkflowStatus = 'PENDING' | 'RUNNING' | 'PAUSED' | 'COMPLETED' | 'FAILED' | 'CANCELLED';
+/** Node statuses, as stored. */
+export type WorkflowNodeStatus =
+  'PENDING' | 'READY' | 'ENQUEUED' | 'RUNNING' | 'COMPLETED' | 'FAILED' | 'SKIPPED';
+
+/** A row of `horsies_workflows`. */
+export interface WorkflowRow {
+  id: string;
+  name: string;
+  status: WorkflowStatus;
+  on_error: 'fail' | 'pause';
+  output_index: number | null;
+  success_policy: { cases: number[][]; optional: number[] } | null;
+  definition_sha: string;
+  params: unknown;
+  result: unknown;
+  error_code: string | null;
+  nodes_total: number;
+  nodes_terminal: number;
+  parent_workflow_id: string | null;
+  parent_node_index: number | null;
+  root_workflow_id: string;
+  depth: number;
+  sent_at: Date;
+  started_at: Date | null;
+  completed_at: Date | null;
+  created_at: Date;
+  updated_at: Date;
+}
+
+/** One workflow to insert. */
+export interface WorkflowInsert {
+  id: string;
+  name: string;
+  onError: 'fail' | 'pause';
+  outputIndex: number | null;
+  /** JSON text, or null. */
+  successPolicy: string | null;
+  definitionSha: string;
+  /** JSON text. */
+  params: string;
+  nodesTotal: number;
+}
+
+/**
+ * Inserts a RUNNING workflow, unless one with that id exists. Returns the stored row's id and definition digest
+ * either way, and whether this statement created it.
+ */
+export const WorkflowInsert = statement<
+  WorkflowInsert,
+  { id: string; definition_sha: string; created: boolean }
+>(
+  'WorkflowInsert',
+  `WITH inserted AS (
+     INSERT INTO {{schema}}.horsies_workflows
+       (id, name, status, on_error, output_index, success_policy, definition_sha, params, nodes_total,
+        root_workflow_id, started_at)
+     VALUES ($1, $2, 'RUNNING', $3, $4, $5::jsonb, $6, $7::jsonb, $8, $1, now())
+     ON CONFLICT (id) DO NOTHING
+     RETURNING id, definition_sha
+   )
+   SELECT id, definition_sha, true AS created FROM inserted
+   UNION ALL
+   SELECT id, definition_sha, false FROM {{schema}}.horsies_workflows
+   WHERE id = $1 AND NOT EXISTS (SELECT 1 FROM inserted)`,
+  (w) => [w.id, w.name, w.onError, w.outputIndex, w.successPolicy, w.definitionSha, w.params, w.nodesTotal],
+);
+
+/** One node to insert. */
+export interface WorkflowNodeInsert {
+  index: number;
+  nodeId: string;
+  taskName: string;
+  queueName: string;
+  priority: number;
+  dependencies: number[];
+  dependents: number[];
+  join: 'all' | 'any' | 'quorum';
+  minSuccess: number | null;
+  allowFailedDeps: boolean;
+  /** JSON text of the input template. */
+  inputTemplate: string;
+  maxRetries: number;
+  /** JSON text, or null. */
+  taskOptions: string | null;
+  goodUntil: Date | null;
+  status: 'PENDING' | 'READY';
+}
+
+/** Inserts the nodes of a new workflow. */
+export const WorkflowNodeInsertMany = statement<{ workflowId: string; nodes: WorkflowNodeInsert[] }, never>(
+  'WorkflowNodeInsertMany',
+  `INSERT INTO {{schema}}.horsies_workflow_tasks
+     (workflow_id, node_index, node_id, task_name, queue_name, priority, dependencies, dependents, join_rule,
+      min_success, allow_failed_deps, input_template, max_retries, task_options, good_until, status)
+   SELECT $1, n.node_index, n.node_id, n.task_name, n.queue_name, n.priority,
+          ARRAY(SELECT jsonb_array_elements_text(n.dependencies)::int),
+          ARRAY(SELECT jsonb_array_elements_text(n.dependents)::int),
+          n.join_rule, n.min_success, n.allow_failed_deps, n.input_template, n.max_retries, n.task_options,
+          n.good_until, n.status
+   FROM jsonb_to_recordset($2::jsonb) AS n(node_index int, node_id text, task_name text, queue_name text,
+          priority int, dependencies jsonb, dependents jsonb, join_rule text, min_success int,
+          allow_failed_deps bool, input_template jsonb, max_retries int, task_options jsonb,
+          good_until timestamptz, status text)`,
+  ({ workflowId, nodes }) => [
+    workflowId,
+    JSON.stringify(
+      nodes.map((n) => ({
+        node_index: n.index,
+        node_id: n.nodeId,
+        task_name: n.taskName,
+        queue_name: n.queueName,
+        priority: n.priority,
+        dependencies: n.dependencies,
+        dependents: n.dependents,
+        join_rule: n.join,
+        min_success: n.minSuccess,
+        allow_failed_deps: n.allowFailedDeps,
+        input_template: JSON.parse(n.inputTemplate) as unknown,
+        max_retries: n.maxRetries,
+        task_options: n.taskOptions === null ? null : (JSON.parse(n.taskOptions) as unknown),
+        good_until: n.goodUntil?.toISOString() ?? null,
+        status: n.status,
+      })),
+    ),
+  ],
+);
+
+/**
+ * READY → ENQUEUED for the given nodes, each linked to a new task inserted in the same statement with the
+ * node's task name, queue, priority, retry budget and options, and its resolved input. Nodes no longer READY
+ * are left alone (and get no task).
+ */
+export const WorkflowNodeEnqueue = statement<
+  { workflowId: string; nodes: { index: number; taskId: string; kwargs: string }[] },
+  { node_index: number; task_id: string }
+>(
+  'WorkflowNodeEnqueue',
+  `WITH input AS (
+     SELECT * FROM json_to_recordset($2::json) AS i(node_index int, task_id text, kwargs jsonb)
+   ), linked AS (
+     UPDATE {{schema}}.horsies_workflow_tasks n
+     SET status = 'ENQUEUED', task_id = i.task_id, enqueued_at = now(), updated_at = now()
+     FROM input i
+     WHERE n.workflow_id = $1 AND n.node_index = i.node_index AND n.status = 'READY'
+     RETURNING n.node_index, n.task_id, n.task_name, n.queue_name, n.priority, n.max_retries, n.task_options,
+               n.good_until, i.kwargs
+   ), inserted AS (
+     INSERT INTO {{schema}}.horsies_tasks
+       (id, task_name, queue_name, priority, kwargs, status, enqueued_at, good_until, max_retries, task_options,
+        workflow_id, workflow_node)
+     SELECT task_id, task_name, queue_name, priority, kwargs, 'PENDING', now(), good_until, max_retries,
+            task_options, $1, node_index
+     FROM linked
+     RETURNING id
+   )
+   SELECT l.node_index, l.task_id FROM linked l`,
+  ({ workflowId, nodes }) => [
+    workflowId,
+    `[${nodes.map((n) => `{"node_index":${n.index},"task_id":${JSON.stringify(n.taskId)},"kwargs":${n.kwargs}}`).join(',')}]`,
+  ],
+);
+
+/** Locks a workflow's row for one step; every change to its nodes happens under this lock. */
+export const WorkflowLock = statement<{ id: string }, WorkflowRow>(
+  'WorkflowLock',
+  `SELECT * FROM {{schema}}.horsies_workflows WHERE id = $1 FOR UPDATE`,
+  ({ id }) => [id],
+);
+
+/** A node that just turned terminal. */
+export interface SettledNodeRow {
+  node_index: number;
+  status: 'COMPLETED' | 'FAILED';
+  dependents: number[];
+}
+
+/**
+ * ENQUEUED or RUNNING → COMPLETED or FAILED for nodes whose task is terminal (or gone), with the task's stored
+ * result, or a synthesized one where none is stored: `WORKER_CRASHED` for FAILED, `TASK_CANCELLED`,
+ * `TASK_EXPIRED`, `RESULT_NOT_AVAILABLE` for COMPLETED (the node fails) and `TASK_NOT_FOUND` for a task row
+ * that no longer exists. A compare-and-set: a node already terminal is not changed again, so a replay is a
+ * no-op. `nodes` null settles every such node of the workflow (recovery).
+ */
+export const WorkflowNodeSettle = statement<{ workflowId: string; nodes: number[] | null }, SettledNodeRow>(
+  'WorkflowNodeSettle',
+  `WITH source AS (
+     SELECT n.node_index, t.id AS task_found, t.status AS task_status, t.result AS task_result
+     FROM {{schema}}.horsies_workflow_tasks n
+     LEFT JOIN {{schema}}.horsies_tasks t ON t.id = n.task_id
+     WHERE n.workflow_id = $1 AND ($2::int[] IS NULL OR n.node_index = ANY ($2::int[]))
+       AND n.status IN ('ENQUEUED', 'RUNNING')
+       AND (t.id IS NULL OR t.status IN ('COMPLETED', 'FAILED', 'CANCELLED', 'EXPIRED'))
+   ), decided AS (
+     SELECT s.node_index,
+            CASE
+              WHEN s.task_found IS NULL THEN jsonb_build_object('err', jsonb_build_object(
+                'code', 'TASK_NOT_FOUND', 'message', 'the task of this node no longer exists'))
+              WHEN s.task_status = 'COMPLETED' AND s.task_result ? 'ok' THEN s.task_result
+              WHEN s.task_status = 'COMPLETED' THEN jsonb_build_object('err', jsonb_build_object(
+                'code', 'RESULT_NOT_AVAILABLE', 'message', 'the task completed but no result is stored'))
+              WHEN s.task_result ? 'err' THEN s.task_result
+              ELSE jsonb_build_object('err', jsonb_build_object(
+                'code', CASE s.task_status WHEN 'CANCELLED' THEN 'TASK_CANCELLED'
+                                           WHEN 'EXPIRED' THEN 'TASK_EXPIRED' ELSE 'WORKER_CRASHED' END,
+                'message', 'the task ended ' || s.task_status || ' without a stored error'))
+            END AS result
+     FROM source s
+   )
+   UPDATE {{schema}}.horsies_workflow_tasks n
+   SET status = CASE WHEN d.result ? 'ok' THEN 'COMPLETED' ELSE 'FAILED' END,
+       result = d.result,
+       error_code = d.result -> 'err' ->> 'code',
+       completed_at = now(),
+       updated_at = now()
+   FROM decided d
+   WHERE n.workflow_id = $1 AND n.node_index = d.node_index
+   RETURNING n.node_index, n.status, n.dependents`,
+  ({ workflowId, nodes }) => [workflowId, nodes],
+);
+
+/** A node whose counters moved, with its new status (changed only when it was PENDING and evaluation ran). */
+export interface EvaluatedNodeRow {
+  node_index: number;
+  status: WorkflowNodeStatus;
+  /** True when this statement moved it out of PENDING. */
+  changed: boolean;
+  dependents: number[];
+  /** For a node that became READY: its input template and the state of the nodes it reads from. */
+  input_template: unknown;
+  upstream: Record<string, { status: string; result: unknown }> | null;
+}
+
+/**
+ * Adds the outcomes of dependencies that just turned terminal to each dependent's counters and, when `evaluate`
+ * (the workflow runs), applies the join rule of every dependent still PENDING: READY, SKIPPED (with an
+ * `UPSTREAM_SKIPPED` error) or still PENDING.
+ *
+ * - `all`: decided when every dependency is terminal; SKIPPED if one failed or was skipped, unless
+ *   `allow_failed_deps`.
+ * - `any`: READY at the first COMPLETED dependency; SKIPPED when all are terminal and none completed.
+ * - `quorum`: READY at `min_success` completions; SKIPPED as soon as they can no longer be reached.
+ *
+ * Bumps of zero re-evaluate a node as it stands (resume, recovery).
+ */
+export const WorkflowNodeEvaluate = statement<
+  {
+    workflowId: string;
+    bumps: { index: number; completed: number; failed: number; skipped: number }[];
+    evaluate: boolean;
+  },
+  EvaluatedNodeRow
+>(
+  'WorkflowNodeEvaluate',
+  `WITH bump AS (
+     SELECT * FROM unnest($2::int[], $3::int[], $4::int[], $5::int[]) AS b(node_index, completed, failed, skipped)
+   ), counted AS (
+     SELECT n.node_index, n.status AS old_status, n.join_rule, n.min_success, n.allow_failed_deps,
+            cardinality(n.dependencies) AS total,
+            n.deps_completed + b.completed AS c, n.deps_failed + b.failed AS f, n.deps_skipped + b.skipped AS s
+     FROM bump b JOIN {{schema}}.horsies_workflow_tasks n ON n.workflow_id = $1 AND n.node_index = b.node_index
+   ), decided AS (
+     SELECT k.*,
+            CASE
+              WHEN k.old_status <> 'PENDING' OR NOT $6::bool THEN k.old_status
+              WHEN k.join_rule = 'all' THEN
+                CASE WHEN k.c + k.f + k.s < k.total THEN 'PENDING'
+                     WHEN k.f + k.s > 0 AND NOT k.allow_failed_deps THEN 'SKIPPED'
+                     ELSE 'READY' END
+              WHEN k.join_rule = 'any' THEN
+                CASE WHEN k.c >= 1 THEN 'READY' WHEN k.c + k.f + k.s = k.total THEN 'SKIPPED' ELSE 'PENDING' END
+              ELSE
+                CASE WHEN k.c >= k.min_success THEN 'READY'
+                     WHEN k.total - k.f - k.s < k.min_success THEN 'SKIPPED'
+                     ELSE 'PENDING' END
+            END AS new_status
+     FROM counted k
+   )
+   UPDATE {{schema}}.horsies_workflow_tasks n
+   SET deps_completed = d.c, deps_failed = d.f, deps_skipped = d.s, status = d.new_status,
+       completed_at = CASE WHEN d.new_status = 'SKIPPED' AND d.old_status <> 'SKIPPED' THEN now() ELSE n.completed_at END,
+       result = CASE WHEN d.new_status = 'SKIPPED' AND d.old_status <> 'SKIPPED'
+                     THEN jsonb_build_object('err', jsonb_build_object(
+                       'code', 'UPSTREAM_SKIPPED', 'message', 'its dependencies did not meet its join rule'))
+                     ELSE n.result END,
+       error_code = CASE WHEN d.new_status = 'SKIPPED' AND d.old_status <> 'SKIPPED' THEN 'UPSTREAM_SKIPPED'
+                         ELSE n.error_code END,
+       updated_at = now()
+   FROM decided d
+   WHERE n.workflow_id = $1 AND n.node_index = d.node_index
+   RETURNING n.node_index, n.status, n.status <> d.old_status AS changed, n.dependents,
+             CASE WHEN n.status = 'READY' AND d.old_status <> 'READY' THEN n.input_template END AS input_template,
+             CASE WHEN n.status = 'READY' AND d.old_status <> 'READY' THEN (
+               SELECT jsonb_object_agg(u.node_index, jsonb_build_object('status', u.status, 'result', u.result))
+               FROM {{schema}}.horsies_workflow_tasks u
+               WHERE u.workflow_id = $1 AND u.node_index IN (
+                 SELECT (r ->> 'node')::int FROM jsonb_array_elements(n.input_template -> 'refs') r
+                 WHERE r ->> 'kind' <> 'param')
+             ) END AS upstream`,
+  ({ workflowId, bumps, evaluate }) => [
+    workflowId,
+    bumps.map((b) => b.index),
+    bumps.map((b) => b.completed),
+    bumps.map((b) => b.failed),
+    bumps.map((b) => b.skipped),
+    evaluate,
+  ],
+);
+
+/**
+ * Recounts the dependency counters of a workflow's PENDING nodes from their dependencies' statuses (recovery:
+ * rows written by hand or by an interrupted older version). Returns the PENDING nodes.
+ */
+export const WorkflowNodeRecount = statement<{ workflowId: string }, { node_index: number }>(
+  'WorkflowNodeRecount',
+  `UPDATE {{schema}}.horsies_workflow_tasks n
+   SET deps_completed = c.completed, deps_failed = c.failed, deps_skipped = c.skipped
+   FROM (
+     SELECT p.node_index,
+            count(*) FILTER (WHERE d.status = 'COMPLETED')::int AS completed,
+            count(*) FILTER (WHERE d.status = 'FAILED')::int AS failed,
+            count(*) FILTER (WHERE d.status = 'SKIPPED')::int AS skipped
+     FROM {{schema}}.horsies_workflow_tasks p
+     LEFT JOIN {{schema}}.horsies_workflow_tasks d ON d.workflow_id = p.workflow_id AND d.node_index = ANY (p.dependencies)
+     WHERE p.workflow_id = $1 AND p.status = 'PENDING'
+     GROUP BY p.node_index
+   ) c
+   WHERE n.workflow_id = $1 AND n.node_index = c.node_index
+   RETURNING n.node_index`,
+  ({ workflowId }) => [workflowId],
+);
+
+/** READY nodes without a task (recovery), with what enqueuing them needs. */
+export const WorkflowNodeListReady = statement<
+  { workflowId: string },
+  Pick<EvaluatedNodeRow, 'node_index' | 'input_template' | 'upstream'>
+>(
+  'WorkflowNodeListReady',
+  `SELECT n.node_index, n.input_template, (
+     SELECT jsonb_object_agg(u.node_index, jsonb_build_object('status', u.status, 'result', u.result))
+     FROM {{schema}}.horsies_workflow_tasks u
+     WHERE u.workflow_id = $1 AND u.node_index IN (
+       SELECT (r ->> 'node')::int FROM jsonb_array_elements(n.input_template -> 'refs') r WHERE r ->> 'kind' <> 'param')
+   ) AS upstream
+   FROM {{schema}}.horsies_workflow_tasks n
+   WHERE n.workflow_id = $1 AND n.status = 'READY'`,
+  ({ workflowId }) => [workflowId],
+);
+
+/**
+ * Moves a workflow's count of terminal nodes (or, with `recount`, counts them again from the node rows), and
+ * sets its status when given.
+ */
+export const WorkflowAdvance = statement<
+  { id: string; terminalDelta: number; status: WorkflowStatus | null; recount: boolean },
+  { nodes_terminal: number; nodes_total: number; status: WorkflowStatus }
+>(
+  'WorkflowAdvance',
+  `UPDATE {{schema}}.horsies_workflows w
+   SET nodes_terminal = CASE WHEN $4::bool THEN (
+         SELECT count(*)::int FROM {{schema}}.horsies_workflow_tasks n
+         WHERE n.workflow_id = w.id AND n.status IN ('COMPLETED', 'FAILED', 'SKIPPED'))
+       ELSE w.nodes_terminal + $2 END,
+       status = COALESCE($3, w.status),
+       updated_at = now()
+   WHERE w.id = $1
+   RETURNING w.nodes_terminal, w.nodes_total, w.status`,
+  ({ id, terminalDelta, status, recount }) => [id, terminalDelta, status, recount],
+);
+
+/** A node as the completion of its workflow sees it. */
+export interface NodeSummaryRow {
+  node_index: number;
+  node_id: string;
+  status: WorkflowNodeStatus;
+  error_code: string | null;
+  /** The stored envelope, only for the nodes that can make up the workflow's result or error. */
+  result: unknown;
+  terminal: boolean;
+}
+
+/**
+ * Every node of a workflow with its status; results only for the output node (or, without one, the terminal
+ * nodes: nobody's dependency) and for failed nodes.
+ */
+export const WorkflowNodeSummaries = statement<
+  { workflowId: string; outputIndex: number | null },
+  NodeSummaryRow
+>(
+  'WorkflowNodeSummaries',
+  `SELECT n.node_index, n.node_id, n.status, n.error_code, cardinality(n.dependents) = 0 AS terminal,
+          CASE WHEN n.status = 'FAILED' OR n.node_index = $2 OR ($2 IS NULL AND cardinality(n.dependents) = 0)
+               THEN n.result END AS result
+   FROM {{schema}}.horsies_workflow_tasks n
+   WHERE n.workflow_id = $1
+   ORDER BY n.completed_at NULLS LAST, n.node_index`,
+  ({ workflowId, outputIndex }) => [workflowId, outputIndex],
+);
+
+/**
+ * Ends a workflow once (a compare-and-set from RUNNING or PAUSED) with its result envelope, and notifies
+ * `<schema>:workflow_done` with its id so that waiters re-read it.
+ */
+export const WorkflowFinish = statement<
+  { id: string; status: 'COMPLETED' | 'FAILED'; result: string; errorCode: string | null; channel: string },
+  { id: string }
+>(
+  'WorkflowFinish',
+  `WITH finished AS (
+     UPDATE {{schema}}.horsies_workflows
+     SET status = $2, result = $3::jsonb, error_code = $4, completed_at = now(), updated_at = now()
+     WHERE id = $1 AND status IN ('RUNNING', 'PAUSED')
+     RETURNING id
+   )
+   SELECT f.id FROM finished f, LATERAL (SELECT pg_notify($5, f.id)) n`,
+  ({ id, status, result, errorCode, channel }) => [id, status, result, errorCode, channel],
+);
+
+/** Status and result of many workflows (result waiters). */
+export const WorkflowGetOutcomes = statement<
+  { ids: string[] },
+  { id: string; status: WorkflowStatus; result: unknown; error_code: string | null }
+>(
+  'WorkflowGetOutcomes',
+  `SELECT id, status, result, error_code FROM {{schema}}.horsies_workflows WHERE id = ANY ($1::text[])`,
+  ({ ids }) => [ids],
+);
+
+/** One workflow by id. */
+export const WorkflowGet = statement<{ id: string }, WorkflowRow>(
+  'WorkflowGet',
+  `SELECT * FROM {{schema}}.horsies_workflows WHERE id = $1`,
+  ({ id }) => [id],
+);
+
+/** A node as handles and the CLI show it: its task's status shows whether an ENQUEUED node runs. */
+export interface WorkflowNodeRow {
+  node_index: number;
+  node_id: string;
+  task_name: string;
+  queue_name: string;
+  dependencies: number[];
+  join_rule: 'all' | 'any' | 'quorum';
+  min_success: number | null;
+  status: WorkflowNodeStatus;
+  task_id: string | null;
+  task_status: string | null;
+  result: unknown;
+  error_code: string | null;
+  enqueued_at: Date | null;
+  started_at: Date | null;
+  completed_at: Date | null;
+}
+
+/** The nodes of a workflow, in index order, each with its task's status and start. */
+export const WorkflowNodeList = statement<{ workflowId: string }, WorkflowNodeRow>(
+  'WorkflowNodeList',
+  `SELECT n.node_index, n.node_id, n.task_name, n.queue_name, n.dependencies, n.join_rule, n.min_success,
+          n.status, n.task_id, t.status AS task_status, n.result, n.error_code, n.enqueued_at, t.started_at,
+          n.completed_at
+   FROM {{schema}}.horsies_workflow_tasks n
+   LEFT JOIN {{schema}}.horsies_tasks t ON t.id = n.task_id
+   WHERE n.workflow_id = $1
+   ORDER BY n.node_index`,
+  ({ workflowId }) => [workflowId],
+);
+
+/** Workflows, newest first, optionally of one status and name; keyset pagination on (sent_at, id). */
+export const WorkflowList = statement<
+  {
+    status: WorkflowStatus | null;
+    name: string | null;
+    before: { sentAt: Date; id: string } | null;
+    limit: number;
+  },
+  WorkflowRow
+>(
+  'WorkflowList',
+  `SELECT * FROM {{schema}}.horsies_workflows
+   WHERE ($1::text IS NULL OR status = $1) AND ($2::text IS NULL OR name = $2)
+     AND ($3::timestamptz IS NULL OR (sent_at, id) < ($3::timestamptz, $4::text))
+   ORDER BY sent_at DESC, id DESC
+   LIMIT $5`,
+  ({ status, name, before, limit }) => [status, name, before?.sentAt ?? null, before?.id ?? null, limit],
+);
+
+/** Live workflows that look stuck, for the recovery pass: untouched for `graceMs`, oldest first. */
+export const WorkflowListStale = statement<
+  { graceMs: number; limit: number; now?: Date | null },
+  { id: string }
+>(
+  'WorkflowListStale',
+  `SELECT w.id FROM {{schema}}.horsies_workflows w
+   WHERE w.status IN ('RUNNING', 'PAUSED')
+     AND w.updated_at < coalesce($3::timestamptz, now()) - $1 * interval '1 millisecond'
+     AND (
+       -- every node terminal, but the workflow never finished
+       w.nodes_terminal >= w.nodes_total
+       OR EXISTS (
+         SELECT 1 FROM {{schema}}.horsies_workflow_tasks n
+         LEFT JOIN {{schema}}.horsies_tasks t ON t.id = n.task_id
+         WHERE n.workflow_id = w.id AND n.status IN ('PENDING', 'READY', 'ENQUEUED', 'RUNNING')
+           AND (
+             -- a task that ended (or vanished) without its node following
+             (n.status IN ('ENQUEUED', 'RUNNING')
+               AND (t.id IS NULL OR (t.status IN ('COMPLETED', 'FAILED', 'CANCELLED', 'EXPIRED')
+                                     AND t.finished_at < coalesce($3::timestamptz, now()) - $1 * interval '1 millisecond')))
+             -- a READY node that never got its task
+             OR (w.status = 'RUNNING' AND n.status = 'READY')
+             -- a PENDING node whose dependencies are all terminal
+             OR (w.status = 'RUNNING' AND n.status = 'PENDING' AND NOT EXISTS (
+                   SELECT 1 FROM {{schema}}.horsies_workflow_tasks d
+                   WHERE d.workflow_id = w.id AND d.node_index = ANY (n.dependencies)
+                     AND d.status NOT IN ('COMPLETED', 'FAILED', 'SKIPPED')))
+           )
+       )
+     )
+   ORDER BY w.updated_at
+   LIMIT $2`,
+  ({ graceMs, limit, now }) => [graceMs, limit, now ?? null],
+);
+
+/** Deletes up to `limit` terminal workflows (their nodes cascade) finished more than `olderThanMs` ago. */
+export const WorkflowPruneFinished = statement<
+  { olderThanMs: number; limit: number; now?: Date | null },
+  { deleted: number }
+>(
+  'WorkflowPruneFinished',
+  `WITH gone AS (
+     DELETE FROM {{schema}}.horsies_workflows WHERE id IN (
+       SELECT id FROM {{schema}}.horsies_workflows
+       WHERE completed_at < coalesce($3::timestamptz, now()) - $1 * interval '1 millisecond'
+         AND parent_workflow_id IS NULL
+       ORDER BY completed_at
+       LIMIT $2
+       FOR UPDATE SKIP LOCKED
+     )
+     RETURNING 1
+   )
+   SELECT count(*)::int AS deleted FROM gone`,
+  ({ olderThanMs, limit, now }) => [olderThanMs, limit, now ?? null],
+);

@@ -1,0 +1,275 @@
+/**
+ * The workflow step (phase 2 of a finish): after a workflow task's outcome has committed (phase 1, as for any
+ * task), the step moves its workflow on. It runs from the stored rows alone, so any worker, and the recovery
+ * pass, can run it, and running it again changes nothing:
+ *
+ *   lock the workflow ─► settle nodes whose task ended (compare-and-set ENQUEUED/RUNNING → COMPLETED/FAILED)
+ *        │                 └─ onError 'pause' and a node FAILED: the workflow PAUSES, nothing new becomes READY
+ *        ▼
+ *   bump the dependents' counters ─► apply their join rules ─► SKIPPED ones bump their own dependents (cascade)
+ *        ▼
+ *   enqueue every node that became READY (one statement: node rows linked, task rows inserted)
+ *        ▼
+ *   count terminal nodes ─► all terminal: finish the workflow once (result or first failure) and notify
+ *
+ * A batch of finished tasks is grouped by workflow: one transaction per workflow, not one per task.
+ */
+import { v7 as uuidv7 } from 'uuid';
+import type { Database, Queryable } from '../db/Database.js';
+import { isTransientDatabaseError } from '../db/Database.js';
+import { channels } from '../db/Listener.js';
+import type { TaskFinishRow } from '../db/tasks.js';
+import {
+  WorkflowAdvance,
+  WorkflowFinish,
+  WorkflowLock,
+  WorkflowNodeEnqueue,
+  WorkflowNodeEvaluate,
+  WorkflowNodeListReady,
+  WorkflowNodeRecount,
+  WorkflowNodeSettle,
+  WorkflowNodeSummaries,
+} from '../db/workflows.js';
+import type { NodeSummaryRow, WorkflowNodeStatus, WorkflowRow, WorkflowStatus } from '../db/workflows.js';
+import type { JsonValue } from '../types.js';
+import { outcomeOf, resolveRefs } from './wiring.js';
+import type { InputTemplate, UpstreamState } from './wiring.js';
+
+/** What one step did to one workflow. */
+export interface StepResult {
+  /** Nodes that turned terminal (settled from their tasks, or skipped). */
+  settled: number;
+  /** Nodes enqueued. */
+  enqueued: number;
+  /** The workflow's status after the step (null: no such workflow). */
+  status: WorkflowStatus | null;
+}
+
+/** How a step looks for work: the hot path names the nodes; recovery looks at every node. */
+export interface StepOptions {
+  /** Nodes whose tasks ended; null settles every node whose task ended (or vanished). */
+  nodes: number[] | null;
+  /** Recount dependency counters, re-evaluate PENDING nodes, enqueue READY nodes left without a task. */
+  repair?: boolean;
+}
+
+const TERMINAL_WORKFLOW: readonly WorkflowStatus[] = ['COMPLETED', 'FAILED', 'CANCELLED'];
+
+/** Runs the step for one workflow in its own transaction. */
+export function stepWorkflow(db: Database, workflowId: string, options: StepOptions): Promise<StepResult> {
+  return db.transaction((tx) => step(db, tx, workflowId, options));
+}
+
+/**
+ * Follows a batch of written outcomes: every workflow with a node among them takes one step. Retries (status
+ * PENDING) are not outcomes of the node and are skipped. A transient failure (deadlock, serialization, lost
+ * connection) is retried a few times; a step that still fails is left to the recovery pass, and the others
+ * go on. Throws an AggregateError naming the workflows that could not be stepped.
+ */
+export async function advanceWorkflows(db: Database, written: TaskFinishRow[]): Promise<void> {
+  const byWorkflow = new Map<string, number[]>();
+  for (const row of written) {
+    if (row.workflow_id === null || row.workflow_node === null || row.status === 'PENDING') continue;
+    const nodes = byWorkflow.get(row.workflow_id) ?? [];
+    nodes.push(row.workflow_node);
+    byWorkflow.set(row.workflow_id, nodes);
+  }
+  if (byWorkflow.size === 0) return;
+  const failures: unknown[] = [];
+  const queue = [...byWorkflow];
+  // A few workflows at once: each holds a pooled connection for its transaction.
+  const lanes = Array.from({ length: Math.min(4, queue.length) }, async () => {
+    for (let next = queue.shift(); next; next = queue.shift()) {
+      const [id, nodes] = next;
+      try {
+        await withRetries(() => stepWorkflow(db, id, { nodes }));
+      } catch (error) {
+        failures.push(new Error(`workflow ${id}: step failed`, { cause: error }));
+      }
+    }
+  });
+  await Promise.all(lanes);
+  if (failures.length > 0) throw new AggregateError(failures, `${failures.length} workflow step(s) failed`);
+}
+
+async function withRetries<T>(fn: () => Promise<T>): Promise<T> {
+  for (let attempt = 1; ; attempt += 1) {
+    try {
+      return await fn();
+    } catch (error) {
+      if (attempt >= 3 || !isTransientDatabaseError(error)) throw error;
+    }
+  }
+}
+
+async function step(
+  db: Database,
+  tx: Queryable,
+  workflowId: string,
+  options: StepOptions,
+): Promise<StepResult> {
+  const [workflow] = await db.run(WorkflowLock, { id: workflowId }, tx);
+  if (!workflow) return { settled: 0, enqueued: 0, status: null };
+  if (TERMINAL_WORKFLOW.includes(workflow.status))
+    return { settled: 0, enqueued: 0, status: workflow.status };
+  const settled = await db.run(WorkflowNodeSettle, { workflowId, nodes: options.nodes }, tx);
+  let status = workflow.status;
+  if (workflow.on_error === 'pause' && status === 'RUNNING' && settled.some((n) => n.status === 'FAILED')) {
+    status = 'PAUSED';
+  }
+  const evaluate = status === 'RUNNING';
+  let terminal = settled.length;
+  let bumps = bumpsFrom(settled);
+  if (options.repair) {
+    // Every PENDING node is evaluated as it stands, from counters recounted from its dependencies.
+    for (const { node_index } of await db.run(WorkflowNodeRecount, { workflowId }, tx)) {
+      if (!bumps.has(node_index)) bumps.set(node_index, { completed: 0, failed: 0, skipped: 0 });
+    }
+  }
+  const ready: ReadyNode[] = [];
+  while (bumps.size > 0) {
+    const rows = await db.run(
+      WorkflowNodeEvaluate,
+      { workflowId, bumps: [...bumps].map(([index, b]) => ({ index, ...b })), evaluate },
+      tx,
+    );
+    const skipped = rows.filter((r) => r.changed && r.status === 'SKIPPED');
+    ready.push(...rows.filter((r) => r.changed && r.status === 'READY'));
+    terminal += skipped.length;
+    bumps = bumpsFrom(skipped);
+  }
+  if (options.repair && evaluate) {
+    const queued = new Set(ready.map((r) => r.node_index));
+    ready.push(
+      ...(await db.run(WorkflowNodeListReady, { workflowId }, tx)).filter((r) => !queued.has(r.node_index)),
+    );
+  }
+  const enqueued = evaluate ? await enqueue(db, tx, workflowId, ready) : 0;
+  const [advanced] = await db.run(
+    WorkflowAdvance,
+    {
+      id: workflowId,
+      terminalDelta: terminal,
+      status: status === workflow.status ? null : status,
+      recount: !!options.repair,
+    },
+    tx,
+  );
+  if (advanced && advanced.nodes_terminal >= advanced.nodes_total) {
+    status = await finish(db, tx, workflow);
+  }
+  return { settled: terminal, enqueued, status };
+}
+
+type Bumps = Map<number, { completed: number; failed: number; skipped: number }>;
+
+// What each dependent learns from nodes that just turned terminal.
+function bumpsFrom(changed: { status: WorkflowNodeStatus; dependents: number[] }[]): Bumps {
+  const bumps: Bumps = new Map();
+  for (const node of changed) {
+    for (const dependent of node.dependents) {
+      const b = bumps.get(dependent) ?? { completed: 0, failed: 0, skipped: 0 };
+      if (node.status === 'COMPLETED') b.completed += 1;
+      else if (node.status === 'FAILED') b.failed += 1;
+      else b.skipped += 1;
+      bumps.set(dependent, b);
+    }
+  }
+  return bumps;
+}
+
+/** A READY node with what resolving its input needs. */
+interface ReadyNode {
+  node_index: number;
+  input_template: unknown;
+  upstream: Record<string, UpstreamState> | null;
+}
+
+/** Resolves the inputs of READY nodes and enqueues them in one statement. Returns how many were enqueued. */
+export async function enqueue(
+  db: Database,
+  tx: Queryable,
+  workflowId: string,
+  ready: ReadyNode[],
+): Promise<number> {
+  if (ready.length === 0) return 0;
+  const nodes = ready.map((node) => {
+    const upstream = new Map(Object.entries(node.upstream ?? {}).map(([k, v]) => [Number(k), v]));
+    const input = resolveRefs(
+      node.input_template as InputTemplate,
+      ['result', 'outcome'],
+      null,
+      upstream,
+    ).static;
+    return { index: node.node_index, taskId: uuidv7(), kwargs: JSON.stringify(input) };
+  });
+  return (await db.run(WorkflowNodeEnqueue, { workflowId, nodes }, tx)).length;
+}
+
+/** Ends a workflow whose nodes are all terminal: its result, or its first failure. Returns the final status. */
+async function finish(db: Database, tx: Queryable, workflow: WorkflowRow): Promise<WorkflowStatus> {
+  const nodes = await db.run(
+    WorkflowNodeSummaries,
+    { workflowId: workflow.id, outputIndex: workflow.output_index },
+    tx,
+  );
+  const outcome = decideOutcome(workflow, nodes);
+  const rows = await db.run(
+    WorkflowFinish,
+    {
+      id: workflow.id,
+      status: 'ok' in outcome ? 'COMPLETED' : 'FAILED',
+      result: JSON.stringify(outcome),
+      errorCode: 'err' in outcome ? outcome.err.code : null,
+      channel: channels.workflowDone(db.schema),
+    },
+    tx,
+  );
+  return rows.length > 0 ? ('ok' in outcome ? 'COMPLETED' : 'FAILED') : workflow.status;
+}
+
+type Envelope = { ok: JsonValue } | { err: { code: string; message: string; data?: JsonValue } };
+
+/**
+ * The outcome of a workflow whose nodes are all terminal. Success: no FAILED node, or with a success policy some
+ * case whose nodes all COMPLETED (optional nodes never count). The result is the output node's value, or else the
+ * map of terminal nodes' outcomes by node id. A failure names the first failed node (by completion) that counts.
+ */
+export function decideOutcome(
+  workflow: Pick<WorkflowRow, 'name' | 'output_index' | 'success_policy'>,
+  nodes: NodeSummaryRow[],
+): Envelope {
+  const byIndex = new Map(nodes.map((n) => [n.node_index, n]));
+  const policy = workflow.success_policy;
+  const optional = new Set(policy?.optional ?? []);
+  const firstFailed = nodes.find((n) => n.status === 'FAILED' && !optional.has(n.node_index));
+  const success = policy
+    ? policy.cases.some((c) => c.every((i) => byIndex.get(i)?.status === 'COMPLETED'))
+    : firstFailed === undefined;
+  const output = workflow.output_index === null ? null : byIndex.get(workflow.output_index);
+  if (success && output?.status === 'COMPLETED') {
+    return { ok: ((output.result as { ok?: JsonValue } | null)?.ok ?? null) as JsonValue };
+  }
+  if (success && workflow.output_index === null) {
+    const terminal = nodes.filter((n) => n.terminal).sort((a, b) => a.node_index - b.node_index);
+    return { ok: Object.fromEntries(terminal.map((n) => [n.node_id, outcomeOf(n)])) };
+  }
+  const culprit = success ? output : (firstFailed ?? null);
+  if (culprit) {
+    const error = (culprit.result as { err?: JsonValue } | null)?.err ?? null;
+    return {
+      err: {
+        code: 'WORKFLOW_FAILED',
+        message: `workflow "${workflow.name}" failed: node "${culprit.node_id}" ended ${culprit.status}`,
+        data: { node: culprit.node_id, error },
+      },
+    };
+  }
+  return {
+    err: {
+      code: 'WORKFLOW_SUCCESS_CASE_NOT_MET',
+      message: `workflow "${workflow.name}" met none of its success cases`,
+      data: { nodes: Object.fromEntries(nodes.map((n) => [n.node_id, n.status])) },
+    },
+  };
+}
