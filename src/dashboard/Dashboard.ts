@@ -1,0 +1,262 @@
+/**
+ * The dashboard as a `node:http` request handler: a JSON API under `api/`, server-sent events at `api/events`,
+ * and the built UI (`dist/dashboard/ui`) for everything else. It serves a `horsies dashboard` process on its own,
+ * or mounts under a path of the user's server:
+ *
+ *     const dashboard = createDashboard(app, { basePath: '/horsies' });
+ *     http.createServer((req, res) => req.url?.startsWith('/horsies') ? dashboard.handle(req, res) : other(req, res));
+ *     expressApp.use('/horsies', dashboard.handle);         // Express strips the mount path itself
+ *
+ * Read-only unless `token` is set; see actionGuard.ts for what an action request must carry.
+ */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { App } from '../client/App.js';
+import { isApp } from '../client/App.js';
+import { cancelTask, resubmitTasks, setQueuePaused } from '../client/operations.js';
+import type { TaskFilter } from '../client/operations.js';
+import type { Database } from '../db/Database.js';
+import { HorsiesError } from '../errors.js';
+import { TASK_STATUSES } from '../types.js';
+import type { TaskStatus } from '../types.js';
+import { refuseAction } from './actionGuard.js';
+import { LiveFeed } from './LiveFeed.js';
+import type { LiveFeedOptions } from './LiveFeed.js';
+import {
+  BadRequest,
+  TASK_TABS,
+  readDeadLetterGroups,
+  readOverview,
+  readQueues,
+  readTask,
+  readTaskPage,
+  readWorkers,
+} from './reads.js';
+import type { TaskTab } from './reads.js';
+import { serveStatic } from './staticFiles.js';
+
+/** Settings of a dashboard. */
+export interface DashboardOptions {
+  /**
+   * Enables actions (cancel, resubmit, pause, resume). Requests must carry it in the `x-horsies-token` header.
+   * Default: `HORSIES_DASHBOARD_TOKEN` from the environment; none means read-only.
+   */
+  token?: string;
+  /** Leave task inputs and results out of every answer. Default false. */
+  hideData?: boolean;
+  /**
+   * The path the dashboard is mounted under when the host passes full URLs (plain `http`, Fastify's raw
+   * request). A request URL that starts with it has it stripped. Default '' (mounted at the root, or the host
+   * strips the mount path itself, as Express does).
+   */
+  basePath?: string;
+  /** Live updates: debounce and poll intervals. */
+  live?: LiveFeedOptions;
+  /** Where the built UI lives. Default: `dist/dashboard/ui` of this package. */
+  uiDir?: string;
+}
+
+/** A mounted dashboard. */
+export interface Dashboard {
+  /** The request handler. `next` (Express) is never called: every request under the mount is answered. */
+  handle: (req: IncomingMessage, res: ServerResponse, next?: unknown) => void;
+  /** The live feed (one LISTEN connection, opened while pages are connected). */
+  readonly live: LiveFeed;
+  /** Whether actions are enabled. */
+  readonly actionsEnabled: boolean;
+  /** Closes event streams and the LISTEN connection; the app's or database's pool stays open. Idempotent. */
+  close(): Promise<void>;
+}
+
+/** The database of an app, or one given directly (read by the dashboard, never ended by it). */
+export type DashboardSource = App | Database;
+
+const MAX_BODY_BYTES = 64 * 1024;
+const DEFAULT_PAGE = 50;
+
+/** Creates a dashboard over an app's (or a database's) tables. */
+export function createDashboard(source: DashboardSource, options: DashboardOptions = {}): Dashboard {
+  const db = isApp(source) ? source.db : source;
+  const token = options.token ?? (process.env.HORSIES_DASHBOARD_TOKEN || undefined);
+  const hideData = options.hideData ?? false;
+  const basePath = (options.basePath ?? '').replace(/\/+$/, '');
+  const live = new LiveFeed(db, options.live);
+
+  const api = async (req: IncomingMessage, res: ServerResponse, path: string, url: URL): Promise<void> => {
+    const method = req.method ?? 'GET';
+    const parts = path.split('/').filter(Boolean).map(decodeURIComponent);
+    if (method === 'GET' || method === 'HEAD') {
+      const [first, second] = parts;
+      if (parts.length === 1 && first === 'config')
+        return json(res, 200, { actions: Boolean(token), hideData });
+      if (parts.length === 1 && first === 'events') return live.attach(res);
+      if (parts.length === 1 && first === 'overview') return json(res, 200, await readOverview(db));
+      if (parts.length === 1 && first === 'queues') return json(res, 200, await readQueues(db));
+      if (parts.length === 1 && first === 'workers') return json(res, 200, await readWorkers(db));
+      if (parts.length === 1 && first === 'dead-letters')
+        return json(res, 200, await readDeadLetterGroups(db));
+      if (parts.length === 1 && first === 'tasks')
+        return json(res, 200, await readTaskPage(db, taskQuery(url)));
+      if (parts.length === 2 && first === 'tasks' && second !== undefined) {
+        const task = await readTask(db, second, hideData);
+        return task ? json(res, 200, task) : json(res, 404, { error: `no task with id ${second}` });
+      }
+      return json(res, 404, { error: 'no such endpoint' });
+    }
+    if (method !== 'POST') return json(res, 405, { error: 'method not allowed' });
+    const refusal = refuseAction(req, token);
+    if (refusal) return json(res, refusal.status, { error: refusal.message });
+    const body = await readJsonBody(req);
+    const [first, second, third] = parts;
+    if (first === 'tasks' && second !== undefined && third === 'cancel' && parts.length === 3) {
+      return json(res, 200, await cancelTask(db, second));
+    }
+    if (first === 'tasks' && second !== undefined && third === 'resubmit' && parts.length === 3) {
+      const result = await resubmitTasks(db, { ids: [second] });
+      return json(
+        res,
+        result.ids.length > 0 ? 200 : 409,
+        result.ids.length > 0
+          ? result
+          : {
+              error: 'not resubmitted: missing, or not FAILED, CANCELLED or EXPIRED',
+            },
+      );
+    }
+    if (first === 'dead-letters' && second === 'resubmit' && parts.length === 2) {
+      return json(res, 200, await resubmitTasks(db, resubmitFilter(body)));
+    }
+    if (first === 'queues' && second !== undefined && (third === 'pause' || third === 'resume')) {
+      await setQueuePaused(db, second, third === 'pause');
+      return json(res, 200, { queue: second, paused: third === 'pause' });
+    }
+    return json(res, 404, { error: 'no such action' });
+  };
+
+  const handle = (req: IncomingMessage, res: ServerResponse): void => {
+    const url = new URL(req.url ?? '/', 'http://dashboard.invalid');
+    let path = url.pathname;
+    if (basePath && (path === basePath || path.startsWith(`${basePath}/`)))
+      path = path.slice(basePath.length);
+    // The UI loads its files relative to the page, so the page must be served from a URL that ends with '/'.
+    const original = (req as { originalUrl?: string }).originalUrl ?? req.url ?? '/';
+    const originalPath = original.split('?')[0] ?? '/';
+    if ((path === '' || path === '/') && !originalPath.endsWith('/')) {
+      res.writeHead(308, { location: `${originalPath}/${url.search}` }).end();
+      return;
+    }
+    const done = (error: unknown): void => {
+      if (res.headersSent) {
+        res.end();
+        return;
+      }
+      if (error instanceof BadRequest || error instanceof HorsiesError)
+        json(res, 400, { error: error.message });
+      else json(res, 500, { error: 'internal error' });
+    };
+    try {
+      if (path.startsWith('/api/')) api(req, res, path.slice('/api/'.length), url).catch(done);
+      else serveStatic(req, res, path, options.uiDir);
+    } catch (error) {
+      done(error);
+    }
+  };
+
+  let closed = false;
+  return {
+    handle,
+    live,
+    actionsEnabled: Boolean(token),
+    async close() {
+      if (closed) return;
+      closed = true;
+      await live.stop();
+    },
+  };
+}
+
+function json(res: ServerResponse, status: number, body: unknown): void {
+  const text = JSON.stringify(body);
+  res.writeHead(status, {
+    'content-type': 'application/json; charset=utf-8',
+    'cache-control': 'no-store',
+    'x-content-type-options': 'nosniff',
+  });
+  res.end(text);
+}
+
+function readJsonBody(req: IncomingMessage): Promise<unknown> {
+  return new Promise((resolve, reject) => {
+    let size = 0;
+    const chunks: Buffer[] = [];
+    req.on('data', (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > MAX_BODY_BYTES) {
+        reject(new BadRequest('request body too large'));
+        req.destroy();
+        return;
+      }
+      chunks.push(chunk);
+    });
+    req.on('error', reject);
+    req.on('end', () => {
+      const text = Buffer.concat(chunks).toString();
+      if (text.trim() === '') return resolve({});
+      try {
+        resolve(JSON.parse(text));
+      } catch {
+        reject(new BadRequest('request body is not JSON'));
+      }
+    });
+  });
+}
+
+function optionalString(url: URL, name: string): string | null {
+  const value = url.searchParams.get(name)?.trim();
+  return value ? value : null;
+}
+
+function optionalDate(url: URL, name: string): Date | null {
+  const value = optionalString(url, name);
+  if (value === null) return null;
+  const date = new Date(value);
+  if (Number.isNaN(date.getTime())) throw new BadRequest(`${name} must be a date`);
+  return date;
+}
+
+function taskQuery(url: URL): Parameters<typeof readTaskPage>[1] {
+  const tab = (optionalString(url, 'tab') ?? 'pending') as TaskTab;
+  if (!TASK_TABS.includes(tab)) throw new BadRequest(`tab must be one of ${TASK_TABS.join(', ')}`);
+  const limit = Number(optionalString(url, 'limit') ?? DEFAULT_PAGE);
+  if (!Number.isInteger(limit) || limit < 1 || limit > 500) throw new BadRequest('limit must be 1 to 500');
+  return {
+    tab,
+    queue: optionalString(url, 'queue'),
+    taskName: optionalString(url, 'task'),
+    errorCode: optionalString(url, 'error'),
+    from: optionalDate(url, 'from'),
+    to: optionalDate(url, 'to'),
+    cursor: optionalString(url, 'cursor'),
+    limit,
+  };
+}
+
+/** The filter of a bulk resubmit: which dead-letter tasks to put back (FAILED unless a status is given). */
+function resubmitFilter(body: unknown): TaskFilter {
+  const b = (typeof body === 'object' && body !== null ? body : {}) as Record<string, unknown>;
+  const text = (name: string): string | undefined => {
+    const v = b[name];
+    if (v === undefined || v === null || v === '') return undefined;
+    if (typeof v !== 'string') throw new BadRequest(`${name} must be a string`);
+    return v;
+  };
+  const status = text('status');
+  if (status !== undefined && !(TASK_STATUSES as readonly string[]).includes(status)) {
+    throw new BadRequest(`status must be one of ${TASK_STATUSES.join(', ')}`);
+  }
+  return {
+    status: status as TaskStatus | undefined,
+    taskName: text('taskName'),
+    queue: text('queue'),
+    errorCode: text('errorCode'),
+  };
+}

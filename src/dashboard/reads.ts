@@ -1,0 +1,315 @@
+/**
+ * What each dashboard page reads, as JSON-ready objects. Every read goes through the named statements of
+ * `src/db/dashboard.ts` (or the library's own, for a task and its attempts); which statement a task list uses
+ * depends on the tab and the filters, so that each list walks the index that leads with its most selective
+ * filter.
+ */
+import type { Database } from '../db/Database.js';
+import {
+  DashboardDeadLetterGroups,
+  DashboardDeadLetterPage,
+  DashboardFinishedPage,
+  DashboardFinishedPageByError,
+  DashboardFinishedPageByName,
+  DashboardFinishedPageByQueue,
+  DashboardHeartbeats,
+  DashboardInFlightPage,
+  DashboardInFlightStats,
+  DashboardLeaders,
+  DashboardPendingPage,
+  DashboardPendingPageByQueue,
+  DashboardPendingStats,
+  DashboardQueueStates,
+  DashboardRecentFinished,
+  DashboardThroughput,
+  DashboardWorkers,
+} from '../db/dashboard.js';
+import type { PendingView, TaskListRow } from '../db/dashboard.js';
+import { AttemptListByTask, TaskGet } from '../db/tasks.js';
+import { LIVE_WORKER_WINDOW_MS } from '../client/operations.js';
+import { TASK_STATUSES } from '../types.js';
+
+/** The tabs of the task list: the asynq views (scheduled, retrying, dead) over horsies' statuses. */
+export const TASK_TABS = [
+  'pending',
+  'scheduled',
+  'retrying',
+  'running',
+  'completed',
+  'failed',
+  'cancelled',
+  'expired',
+  'dead',
+  'finished',
+] as const;
+
+/** One tab of the task list. */
+export type TaskTab = (typeof TASK_TABS)[number];
+
+/** A task list request, as parsed from the query string. */
+export interface TaskListQuery {
+  tab: TaskTab;
+  queue: string | null;
+  taskName: string | null;
+  errorCode: string | null;
+  from: Date | null;
+  to: Date | null;
+  /** Opaque position from a previous page's `nextCursor`. */
+  cursor: string | null;
+  limit: number;
+}
+
+/** A page of tasks and where the next one starts (null on the last page). */
+export interface TaskPage {
+  rows: TaskListRow[];
+  nextCursor: string | null;
+}
+
+/** Snapshots older than this are listed as stale; older still, not at all. */
+const WORKER_HISTORY_MS = 10 * 60_000;
+const HOUR_MS = 60 * 60_000;
+
+const FINISHED_STATUSES: Partial<Record<TaskTab, string[] | null>> = {
+  completed: ['COMPLETED'],
+  failed: ['FAILED'],
+  cancelled: ['CANCELLED'],
+  expired: ['EXPIRED'],
+  dead: ['FAILED', 'CANCELLED', 'EXPIRED'],
+  finished: null,
+};
+
+const PENDING_VIEWS: Partial<Record<TaskTab, PendingView>> = {
+  pending: 'all',
+  scheduled: 'scheduled',
+  retrying: 'retrying',
+};
+
+function encodeCursor(values: unknown[]): string {
+  return Buffer.from(JSON.stringify(values)).toString('base64url');
+}
+
+/** The cursor's values, or an error for one not made by {@link encodeCursor} for this tab. */
+function decodeCursor(cursor: string | null, shape: ('string' | 'number' | 'date')[]): unknown[] | null {
+  if (cursor === null) return null;
+  let values: unknown;
+  try {
+    values = JSON.parse(Buffer.from(cursor, 'base64url').toString());
+  } catch {
+    throw new BadRequest('cursor is not valid');
+  }
+  if (!Array.isArray(values) || values.length !== shape.length) throw new BadRequest('cursor is not valid');
+  return values.map((v, i) => {
+    const kind = shape[i];
+    if (kind === 'number' && typeof v === 'number') return v;
+    if (kind === 'string' && typeof v === 'string') return v;
+    if (kind === 'date' && typeof v === 'string' && !Number.isNaN(Date.parse(v))) return new Date(v);
+    throw new BadRequest('cursor is not valid');
+  });
+}
+
+/** A request the API refuses with 400 and this message. */
+export class BadRequest extends Error {
+  override name = 'BadRequest';
+}
+
+/** A page of the task list. */
+export async function readTaskPage(db: Database, q: TaskListQuery): Promise<TaskPage> {
+  const limit = q.limit;
+  const fetch = limit + 1;
+  const view = PENDING_VIEWS[q.tab];
+  if (view !== undefined) {
+    const c = decodeCursor(q.cursor, ['string', 'number', 'date', 'string']);
+    const stmt = q.queue === null ? DashboardPendingPage : DashboardPendingPageByQueue;
+    const rows = await db.run(stmt, {
+      queue: q.queue,
+      taskName: q.taskName,
+      from: q.from,
+      to: q.to,
+      view,
+      limit: fetch,
+      afterQueue: (c?.[0] as string) ?? null,
+      afterPriority: (c?.[1] as number) ?? null,
+      afterEnqueuedAt: (c?.[2] as Date) ?? null,
+      afterId: (c?.[3] as string) ?? null,
+    });
+    return page(rows, limit, (r) => [r.queue_name, r.priority, r.enqueued_at.toISOString(), r.id]);
+  }
+  if (q.tab === 'running') {
+    const c = decodeCursor(q.cursor, ['date', 'string']);
+    const rows = await db.run(DashboardInFlightPage, {
+      statuses: null,
+      queue: q.queue,
+      taskName: q.taskName,
+      from: q.from,
+      to: q.to,
+      limit: fetch,
+      afterClaimedAt: (c?.[0] as Date) ?? null,
+      afterId: (c?.[1] as string) ?? null,
+    });
+    return page(rows, limit, (r) => [r.claimed_at?.toISOString(), r.id]);
+  }
+  const statuses = FINISHED_STATUSES[q.tab] ?? null;
+  const c = decodeCursor(q.cursor, ['date', 'string']);
+  // The most selective filter picks the index: a task name, then an error code, then a queue.
+  const stmt =
+    q.taskName !== null
+      ? DashboardFinishedPageByName
+      : q.errorCode !== null
+        ? DashboardFinishedPageByError
+        : q.queue !== null
+          ? DashboardFinishedPageByQueue
+          : statuses !== null && !statuses.includes('COMPLETED')
+            ? DashboardDeadLetterPage
+            : DashboardFinishedPage;
+  const rows = await db.run(stmt, {
+    statuses,
+    queue: q.queue,
+    taskName: q.taskName,
+    errorCode: q.errorCode,
+    from: q.from,
+    to: q.to,
+    limit: fetch,
+    afterFinishedAt: (c?.[0] as Date) ?? null,
+    afterId: (c?.[1] as string) ?? null,
+  });
+  return page(rows, limit, (r) => [r.finished_at?.toISOString(), r.id]);
+}
+
+function page(rows: TaskListRow[], limit: number, key: (row: TaskListRow) => unknown[]): TaskPage {
+  const more = rows.length > limit;
+  const shown = more ? rows.slice(0, limit) : rows;
+  const last = shown[shown.length - 1];
+  return { rows: shown, nextCursor: more && last ? encodeCursor(key(last)) : null };
+}
+
+/** One task with its attempts and latest heartbeats; input and result left out when `hideData`. */
+export async function readTask(db: Database, id: string, hideData: boolean): Promise<object | null> {
+  const [row] = await db.run(TaskGet, { id });
+  if (!row) return null;
+  const [attempts, heartbeats] = await Promise.all([
+    db.run(AttemptListByTask, { taskId: id }),
+    db.run(DashboardHeartbeats, { taskId: id, limit: 20 }),
+  ]);
+  const { args: _args, kwargs, result, task_options: _options, enqueue_sha: _sha, ...rest } = row;
+  return {
+    ...rest,
+    input: hideData ? null : kwargs,
+    result: hideData ? null : result,
+    hidden: hideData,
+    attempts,
+    heartbeats,
+  };
+}
+
+/** Counts per status, zero where none. */
+function zeroCounts(): Record<string, number> {
+  return Object.fromEntries(TASK_STATUSES.map((s) => [s, 0]));
+}
+
+/** Per-queue figures: live counts (exact), finished in the last hour, paused, and the workers' settings. */
+export interface QueueSummary {
+  queue: string;
+  paused: boolean;
+  pending: number;
+  scheduled: number;
+  claimed: number;
+  running: number;
+  oldestReadyAt: Date | null;
+  lastHour: Record<string, number>;
+  /** Priority and concurrency caps, as the live workers serving the queue report them. */
+  priority: number | null;
+  maxConcurrency: number | null;
+  workers: number;
+}
+
+/** Every queue that has tasks waiting or in flight, finished some in the last hour, or has a stored state. */
+export async function readQueues(db: Database): Promise<QueueSummary[]> {
+  const [pending, inFlight, recent, states, workers] = await Promise.all([
+    db.run(DashboardPendingStats, {}),
+    db.run(DashboardInFlightStats, {}),
+    db.run(DashboardRecentFinished, { windowMs: HOUR_MS }),
+    db.run(DashboardQueueStates, {}),
+    db.run(DashboardWorkers, { withinMs: LIVE_WORKER_WINDOW_MS }),
+  ]);
+  const queues = new Map<string, QueueSummary>();
+  const get = (queue: string): QueueSummary => {
+    let q = queues.get(queue);
+    if (!q) {
+      q = {
+        queue,
+        paused: false,
+        pending: 0,
+        scheduled: 0,
+        claimed: 0,
+        running: 0,
+        oldestReadyAt: null,
+        lastHour: zeroCounts(),
+        priority: null,
+        maxConcurrency: null,
+        workers: 0,
+      };
+      queues.set(queue, q);
+    }
+    return q;
+  };
+  for (const r of pending)
+    Object.assign(get(r.queue_name), {
+      pending: r.pending,
+      scheduled: r.scheduled,
+      oldestReadyAt: r.oldest_ready_at,
+    });
+  for (const r of inFlight) Object.assign(get(r.queue_name), { claimed: r.claimed, running: r.running });
+  for (const r of recent) get(r.queue_name).lastHour[r.status] = r.count;
+  for (const r of states) get(r.queue_name).paused = r.paused;
+  for (const w of workers) {
+    for (const queue of w.queues ?? []) {
+      const q = get(queue);
+      q.workers += 1;
+      q.priority ??= w.queue_priorities?.[queue] ?? null;
+      q.maxConcurrency ??= w.queue_max_concurrency?.[queue] ?? null;
+    }
+  }
+  return [...queues.values()].sort((a, b) => a.queue.localeCompare(b.queue));
+}
+
+/** The overview page: queues, totals, the last hour's throughput by minute, workers and leaders. */
+export async function readOverview(db: Database): Promise<object> {
+  const [queues, throughput, workers, leaders] = await Promise.all([
+    readQueues(db),
+    db.run(DashboardThroughput, { windowMs: HOUR_MS, bucketMs: 60_000 }),
+    db.run(DashboardWorkers, { withinMs: WORKER_HISTORY_MS }),
+    db.run(DashboardLeaders, {}),
+  ]);
+  const totals = { pending: 0, scheduled: 0, claimed: 0, running: 0, lastHour: zeroCounts() };
+  let oldestReadyAt: Date | null = null;
+  for (const q of queues) {
+    totals.pending += q.pending;
+    totals.scheduled += q.scheduled;
+    totals.claimed += q.claimed;
+    totals.running += q.running;
+    for (const [status, n] of Object.entries(q.lastHour))
+      totals.lastHour[status] = (totals.lastHour[status] ?? 0) + n;
+    if (q.oldestReadyAt && (oldestReadyAt === null || q.oldestReadyAt < oldestReadyAt))
+      oldestReadyAt = q.oldestReadyAt;
+  }
+  const live = workers.filter((w) => w.age_ms <= LIVE_WORKER_WINDOW_MS);
+  return {
+    queues,
+    totals,
+    oldestReadyAt,
+    throughput,
+    workers: { live: live.length, stale: workers.length - live.length },
+    leaders,
+  };
+}
+
+/** Worker snapshots of the last ten minutes, each marked stale when older than the live window. */
+export async function readWorkers(db: Database): Promise<object[]> {
+  const rows = await db.run(DashboardWorkers, { withinMs: WORKER_HISTORY_MS });
+  return rows.map((w) => ({ ...w, stale: w.age_ms > LIVE_WORKER_WINDOW_MS }));
+}
+
+/** FAILED tasks grouped by task, queue and error code (the dead-letter page). */
+export function readDeadLetterGroups(db: Database): Promise<object[]> {
+  return db.run(DashboardDeadLetterGroups, {});
+}

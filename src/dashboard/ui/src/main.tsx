@@ -1,0 +1,149 @@
+/**
+ * The dashboard UI: a hash router over the pages. A page is one entry of ROUTES; workflow and schedule pages
+ * join the list (and the navigation) when those features land.
+ */
+import { render } from 'preact';
+import type { ComponentChildren, JSX } from 'preact';
+import { useEffect, useState } from 'preact/hooks';
+import { get, storeToken, storedToken } from './api.js';
+import type { ServerConfig } from './api.js';
+import { useLiveStatus } from './live.js';
+import { DeadLettersPage } from './pages/DeadLettersPage.js';
+import { OverviewPage } from './pages/OverviewPage.js';
+import { QueuesPage } from './pages/QueuesPage.js';
+import { TaskPage } from './pages/TaskPage.js';
+import { TasksPage } from './pages/TasksPage.js';
+import { WorkersPage } from './pages/WorkersPage.js';
+import './style.css';
+
+/** What a page gets: the rest of the path, the query of the hash, and the server's settings. */
+export interface PageProps {
+  rest: string[];
+  query: URLSearchParams;
+  config: ServerConfig;
+}
+
+interface Route {
+  path: string;
+  title: string;
+  page: (props: PageProps) => JSX.Element;
+  /** Shown in the navigation (a detail page is not). */
+  nav: boolean;
+}
+
+const ROUTES: Route[] = [
+  { path: '', title: 'Overview', page: OverviewPage, nav: true },
+  { path: 'queues', title: 'Queues', page: QueuesPage, nav: true },
+  { path: 'tasks', title: 'Tasks', page: TasksPage, nav: true },
+  { path: 'task', title: 'Task', page: TaskPage, nav: false },
+  { path: 'dead-letters', title: 'Dead letters', page: DeadLettersPage, nav: true },
+  { path: 'workers', title: 'Workers', page: WorkersPage, nav: true },
+];
+
+function parseHash(hash: string): { parts: string[]; query: URLSearchParams } {
+  const raw = hash.replace(/^#\/?/, '');
+  const [path = '', search = ''] = raw.split('?');
+  return {
+    parts: path.split('/').filter(Boolean).map(decodeURIComponent),
+    query: new URLSearchParams(search),
+  };
+}
+
+// A link of the form #token=... hands the token over without sending it to the server (fragments stay local).
+if (location.hash.startsWith('#token=')) {
+  storeToken(decodeURIComponent(location.hash.slice('#token='.length)));
+  history.replaceState(null, '', `${location.pathname}${location.search}#/`);
+}
+
+function TokenBox(): JSX.Element {
+  const [token, setToken] = useState(storedToken());
+  const [editing, setEditing] = useState(false);
+  if (token && !editing) {
+    return (
+      <span class="token">
+        actions unlocked{' '}
+        <button
+          class="link"
+          onClick={() => {
+            storeToken('');
+            setToken('');
+          }}
+        >
+          lock
+        </button>
+      </span>
+    );
+  }
+  return (
+    <form
+      class="token"
+      onSubmit={(e) => {
+        e.preventDefault();
+        const value = (e.currentTarget.elements.namedItem('token') as HTMLInputElement).value.trim();
+        storeToken(value);
+        setToken(value);
+        setEditing(false);
+      }}
+    >
+      <input name="token" type="password" placeholder="token for actions" autocomplete="off" />
+      <button type="submit">Unlock</button>
+    </form>
+  );
+}
+
+function Shell(props: { config: ServerConfig; current: string; children: ComponentChildren }): JSX.Element {
+  const up = useLiveStatus();
+  return (
+    <>
+      <header>
+        <a class="brand" href="#/">
+          horsies
+        </a>
+        <nav>
+          {ROUTES.filter((r) => r.nav).map((r) => (
+            <a key={r.path} href={`#/${r.path}`} class={r.path === props.current ? 'active' : ''}>
+              {r.title}
+            </a>
+          ))}
+        </nav>
+        <span class={`live ${up ? 'up' : 'down'}`} title="live updates" data-testid="live">
+          {up ? 'live' : 'reconnecting'}
+        </span>
+        {props.config.actions ? <TokenBox /> : <span class="token">read-only</span>}
+      </header>
+      <main>{props.children}</main>
+    </>
+  );
+}
+
+function App(): JSX.Element {
+  const [hash, setHash] = useState(location.hash);
+  const [config, setConfig] = useState<ServerConfig | null>(null);
+  const [error, setError] = useState<string | null>(null);
+  useEffect(() => {
+    const onHash = (): void => setHash(location.hash);
+    addEventListener('hashchange', onHash);
+    get<ServerConfig>('config').then(setConfig, (e: Error) => setError(e.message));
+    return () => removeEventListener('hashchange', onHash);
+  }, []);
+  const { parts, query } = parseHash(hash);
+  const [first = '', ...rest] = parts;
+  const route = ROUTES.find((r) => r.path === first);
+  const Page = route?.page;
+  useTitle(route?.title ?? 'Not found');
+  if (error) return <p class="error">The dashboard server did not answer: {error}</p>;
+  if (!config) return <p class="muted">loading…</p>;
+  return (
+    <Shell config={config} current={first}>
+      {Page ? <Page rest={rest} query={query} config={config} /> : <p>No such page.</p>}
+    </Shell>
+  );
+}
+
+function useTitle(title: string): void {
+  useEffect(() => {
+    document.title = `${title} · horsies`;
+  }, [title]);
+}
+
+render(<App />, document.getElementById('app')!);
