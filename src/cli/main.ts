@@ -8,6 +8,7 @@ import { Database } from '../db/Database.js';
 import { migrate } from '../db/Migrator.js';
 import { HorsiesError } from '../errors.js';
 import { loadApp } from '../client/loadApp.js';
+import { addDashboardCommand } from './dashboard.js';
 import { addQueueCommands } from './queues.js';
 import { addTaskCommands } from './tasks.js';
 import { createWorker } from '../worker/Worker.js';
@@ -130,6 +131,7 @@ program
 
 addTaskCommands(program);
 addQueueCommands(program);
+addDashboardCommand(program);
 
 // A reader that goes away early (`horsies tasks list | head`) is not an error.
 process.stdout.on('error', (error: NodeJS.ErrnoException) => {
