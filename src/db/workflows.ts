@@ -548,3 +548,33 @@ export const WorkflowPruneFinished = statement<
    SELECT count(*)::int AS deleted FROM gone`,
   ({ olderThanMs, limit, now }) => [olderThanMs, limit, now ?? null],
 );
+
+/** A node as `horsies workflows show` draws it: its place in the graph, its status and its task's, no results. */
+export interface WorkflowNodeGraphRow {
+  node_index: number;
+  node_id: string;
+  task_name: string;
+  dependencies: number[];
+  join_rule: 'all' | 'any' | 'quorum';
+  min_success: number | null;
+  allow_failed_deps: boolean;
+  status: WorkflowNodeStatus;
+  task_id: string | null;
+  task_status: string | null;
+  error_code: string | null;
+}
+
+/**
+ * The nodes of a workflow in index order, with their dependencies, join rules and their tasks' statuses; without
+ * inputs and results, so a workflow of 10,000 nodes reads in one cheap statement.
+ */
+export const WorkflowNodeGraph = statement<{ workflowId: string }, WorkflowNodeGraphRow>(
+  'WorkflowNodeGraph',
+  `SELECT n.node_index, n.node_id, n.task_name, n.dependencies, n.join_rule, n.min_success, n.allow_failed_deps,
+          n.status, n.task_id, t.status AS task_status, n.error_code
+   FROM {{schema}}.horsies_workflow_tasks n
+   LEFT JOIN {{schema}}.horsies_tasks t ON t.id = n.task_id
+   WHERE n.workflow_id = $1
+   ORDER BY n.node_index`,
+  ({ workflowId }) => [workflowId],
+);
