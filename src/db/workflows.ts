@@ -504,6 +504,9 @@ export const WorkflowListStale = statement<
      AND (
        -- every node terminal, but the workflow never finished
        w.nodes_terminal >= w.nodes_total
+       OR NOT EXISTS (
+         SELECT 1 FROM {{schema}}.horsies_workflow_tasks n
+         WHERE n.workflow_id = w.id AND n.status IN ('PENDING', 'READY', 'ENQUEUED', 'RUNNING'))
        OR EXISTS (
          SELECT 1 FROM {{schema}}.horsies_workflow_tasks n
          LEFT JOIN {{schema}}.horsies_tasks t ON t.id = n.task_id

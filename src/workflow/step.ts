@@ -119,13 +119,13 @@ async function step(
   }
   const evaluate = status === 'RUNNING';
   let terminal = settled.length;
-  let bumps = bumpsFrom(settled);
+  let bumps: Bumps;
   if (options.repair) {
-    // Every PENDING node is evaluated as it stands, from counters recounted from its dependencies.
-    for (const { node_index } of await db.run(WorkflowNodeRecount, { workflowId }, tx)) {
-      if (!bumps.has(node_index)) bumps.set(node_index, { completed: 0, failed: 0, skipped: 0 });
-    }
-  }
+    // Every PENDING node is evaluated as it stands, from counters recounted from its dependencies (the nodes
+    // settled above included, so their bumps are not added again).
+    const pending = await db.run(WorkflowNodeRecount, { workflowId }, tx);
+    bumps = new Map(pending.map((n) => [n.node_index, { completed: 0, failed: 0, skipped: 0 }]));
+  } else bumps = bumpsFrom(settled);
   const ready: ReadyNode[] = [];
   while (bumps.size > 0) {
     const rows = await db.run(

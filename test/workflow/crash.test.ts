@@ -1,0 +1,139 @@
+/**
+ * Workflows under worker crashes, with real worker processes killed by SIGKILL: the seed's scenario (a worker
+ * dies while it runs a workflow task; the reaper fails or retries the task; the workflow goes on with its
+ * dependents), and a workflow of 202 nodes drained while random workers are killed.
+ */
+import { afterAll, describe, expect, it } from 'vitest';
+import { workflow } from '../../src/workflow/WorkflowDefinition.js';
+import { databaseUrl, eventually, useTestSchema } from '../support/db.js';
+import { importFixture } from '../support/fixtures.js';
+import { startWorkerProcess } from '../support/processes.js';
+import type { WorkerProcess } from '../support/processes.js';
+
+const t = await useTestSchema();
+await t.query('CREATE TABLE {{schema}}.test_runs (task_id text NOT NULL, worker_pid int NOT NULL)');
+const recovery = {
+  claimerHeartbeatIntervalMs: 100,
+  claimedStaleThresholdMs: 800,
+  runnerHeartbeatIntervalMs: 100,
+  runningStaleThresholdMs: 800,
+  checkIntervalMs: 250,
+  workflowRecoveryGraceMs: 500,
+};
+const fixture = await importFixture({ schema: t.schema, recovery }, () => import('../fixtures/app.js'));
+afterAll(() => fixture.app.close());
+const env = { databaseUrl: databaseUrl(), schema: t.schema, recovery };
+const args = ['--concurrency', '4', '--poll-interval', '200'];
+
+async function taskStatus(workflowId: string, nodeIndex: number): Promise<string | undefined> {
+  const [row] = await t.query<{ status: string }>(
+    `SELECT t.status FROM {{schema}}.horsies_tasks t WHERE t.workflow_id = $1 AND t.workflow_node = $2`,
+    [workflowId, nodeIndex],
+  );
+  return row?.status;
+}
+
+describe('a workflow whose worker is killed', () => {
+  it('goes on: the killed task fails WORKER_CRASHED (or is retried), and its dependents run', async () => {
+    const wf = workflow(fixture.app, 'seed-scenario');
+    const lost = wf.node(fixture.sleepy, { input: { ms: 60_000 }, id: 'lost' });
+    const retried = wf.node(fixture.steady, { input: { n: 21, ms: 60_000 }, id: 'retried' });
+    const report = wf.node(fixture.collect, {
+      input: { outcomes: [lost.outcome, retried.outcome] },
+      allowFailedDeps: true,
+      id: 'report',
+    });
+    const def = wf.build({ output: report, successPolicy: { cases: [[report]], optional: [lost] } });
+    const first = startWorkerProcess(env, args);
+    await first.ready;
+    const handle = await def.start();
+    await eventually(
+      async () =>
+        (await taskStatus(handle.id, 0)) === 'RUNNING' && (await taskStatus(handle.id, 1)) === 'RUNNING',
+    );
+    first.child.kill('SIGKILL');
+    await first.exited;
+    const second = startWorkerProcess(env, args);
+    try {
+      const result = await handle.result({ timeoutMs: 30_000 });
+      expect(result).toEqual({
+        ok: true,
+        value: [
+          { ok: false, error: expect.objectContaining({ code: 'WORKER_CRASHED' }) },
+          { ok: true, value: 42 },
+        ],
+      });
+      const nodes = await handle.nodes();
+      expect(nodes.map((n) => [n.id, n.status])).toEqual([
+        ['lost', 'FAILED'],
+        ['retried', 'COMPLETED'],
+        ['report', 'COMPLETED'],
+      ]);
+      expect(await fixture.app.getTask(nodes[1]!.taskId!)).toMatchObject({ attemptCount: 2, retryCount: 1 });
+    } finally {
+      second.child.kill('SIGTERM');
+      await second.exited;
+    }
+  }, 60_000);
+
+  it('completes a 202-node workflow with the right result while random workers are killed', async () => {
+    const WIDTH = 200;
+    const seed = Number(process.env.HORSIES_CHAOS_SEED ?? Date.now() % 1_000_000);
+    let state = seed;
+    const random = (): number => {
+      state = (state * 1_103_515_245 + 12_345) % 2 ** 31;
+      return state / 2 ** 31;
+    };
+    const wf = workflow(fixture.app, 'wide-under-kills');
+    const root = wf.node(fixture.steady, { input: { n: 0, ms: 0 }, id: 'root' });
+    const parts = Array.from({ length: WIDTH }, (_, n) =>
+      wf.node(fixture.steady, {
+        input: { n, ms: Math.floor(random() * 40) },
+        waitsFor: [root],
+        id: `part-${n}`,
+      }),
+    );
+    const sum = wf.node(fixture.total, { input: { values: parts.map((p) => p.result) }, id: 'sum' });
+    const def = wf.build({ output: sum });
+
+    const workers: WorkerProcess[] = [0, 1, 2].map(() => startWorkerProcess(env, args));
+    await Promise.all(workers.map((w) => w.ready));
+    const handle = await def.start();
+    const runs = async (): Promise<number> =>
+      (await t.query<{ n: number }>('SELECT count(*)::int AS n FROM {{schema}}.test_runs'))[0]!.n;
+    const base = await runs();
+    let kills = 0;
+    // Kill a random worker after every 20 to 50 more handler runs, and restart it at once.
+    while (kills < 4) {
+      const target = (await runs()) + 20 + Math.floor(random() * 30);
+      if (target - base >= WIDTH) break;
+      await eventually(async () => (await runs()) >= target, 60_000);
+      const index = Math.floor(random() * workers.length);
+      workers[index]!.child.kill('SIGKILL');
+      await workers[index]!.exited;
+      kills += 1;
+      workers[index] = startWorkerProcess(env, args);
+    }
+    try {
+      const result = await handle.result({ timeoutMs: 60_000 });
+      const expected = parts.reduce((acc, _, n) => acc + n * 2, 0);
+      expect(result).toEqual({ ok: true, value: expected });
+      const nodes = await handle.nodes();
+      expect(nodes).toHaveLength(WIDTH + 2);
+      expect(nodes.filter((n) => n.status !== 'COMPLETED')).toEqual([]);
+      const [crashes] = await t.query<{ n: number }>(
+        `SELECT count(*)::int AS n FROM {{schema}}.horsies_task_attempts a
+         JOIN {{schema}}.horsies_tasks t ON t.id = a.task_id
+         WHERE t.workflow_id = $1 AND a.outcome = 'WORKER_FAILURE'`,
+        [handle.id],
+      );
+      expect(kills).toBeGreaterThanOrEqual(2);
+      console.log(
+        `workflow under kills (seed ${seed}): ${WIDTH + 2} nodes, ${kills} SIGKILLs, ${crashes!.n} runs lost to them and retried`,
+      );
+    } finally {
+      for (const w of workers) w.child.kill('SIGTERM');
+      await Promise.all(workers.map((w) => w.exited));
+    }
+  }, 120_000);
+});
