@@ -1,0 +1,178 @@
+/**
+ * Draws a workflow's graph as text, in layers: a node's depth is the longest path to it from a root, so every
+ * node's dependencies sit in layers above it. Each node is one line (id, task, status, what it waits for, join
+ * rule); a layer of more than `maxPerLayer` nodes is summarised (counts by status and by task, what its nodes
+ * wait for, and the first few that failed or run), so a workflow of 10,000 nodes stays readable.
+ */
+import { formatTable } from './format.js';
+
+/** One node, as the drawing needs it. */
+export interface DagNode {
+  index: number;
+  id: string;
+  task: string;
+  /** The node's status as shown (RUNNING while its task runs). */
+  status: string;
+  /** Indexes of the nodes it waits for. */
+  dependencies: number[];
+  join: 'all' | 'any' | 'quorum';
+  minSuccess: number | null;
+  allowFailedDeps: boolean;
+  /** The error code of a FAILED or SKIPPED node. */
+  errorCode: string | null;
+}
+
+/** Options of {@link renderDag}. */
+export interface RenderOptions {
+  /** Layers with more nodes than this are summarised. Default 40. */
+  maxPerLayer?: number;
+  /** Dependencies named per node before the rest are counted. Default 4. */
+  maxDependencies?: number;
+}
+
+/**
+ * The layers of a graph: `layers[d]` holds the indexes of the nodes at depth d, in index order. Iterative (a
+ * chain of 10,000 nodes needs no deep recursion). Nodes on a cycle or waiting for a missing node, which a
+ * stored workflow cannot have, are put in a last layer rather than dropped.
+ */
+export function layers(nodes: readonly DagNode[]): number[][] {
+  const byIndex = new Map(nodes.map((n) => [n.index, n]));
+  const waiting = new Map<number, number>();
+  const dependents = new Map<number, number[]>();
+  for (const node of nodes) {
+    const deps = node.dependencies.filter((d) => byIndex.has(d));
+    waiting.set(node.index, deps.length === node.dependencies.length ? deps.length : Infinity);
+    for (const dep of deps) {
+      const list = dependents.get(dep) ?? [];
+      list.push(node.index);
+      dependents.set(dep, list);
+    }
+  }
+  const depth = new Map<number, number>();
+  let frontier = nodes.filter((n) => waiting.get(n.index) === 0).map((n) => n.index);
+  for (const index of frontier) depth.set(index, 0);
+  while (frontier.length > 0) {
+    const next: number[] = [];
+    for (const index of frontier) {
+      for (const dependent of dependents.get(index) ?? []) {
+        depth.set(dependent, Math.max(depth.get(dependent) ?? 0, (depth.get(index) ?? 0) + 1));
+        const left = (waiting.get(dependent) ?? 0) - 1;
+        waiting.set(dependent, left);
+        if (left === 0) next.push(dependent);
+      }
+    }
+    frontier = next;
+  }
+  const result: number[][] = [];
+  const stray: number[] = [];
+  for (const node of nodes) {
+    const d = depth.get(node.index);
+    if (d === undefined || (waiting.get(node.index) ?? 0) !== 0) stray.push(node.index);
+    else (result[d] ??= []).push(node.index);
+  }
+  for (const layer of result) layer?.sort((a, b) => a - b);
+  const dense = result.filter((layer): layer is number[] => layer !== undefined);
+  if (stray.length > 0) dense.push(stray.sort((a, b) => a - b));
+  return dense;
+}
+
+/** The join rule as shown: `all`, `any`, `quorum 2/3`, with `+failed` when failed dependencies are allowed. */
+export function joinLabel(node: DagNode): string {
+  if (node.dependencies.length === 0) return '';
+  const rule = node.join === 'quorum' ? `quorum ${node.minSuccess}/${node.dependencies.length}` : node.join;
+  return node.allowFailedDeps ? `${rule} +failed` : rule;
+}
+
+/** `COMPLETED`, or `FAILED (CODE)` for a node with an error code. */
+function statusLabel(node: DagNode): string {
+  return node.errorCode ? `${node.status} (${node.errorCode})` : node.status;
+}
+
+/** Counts of a list of labels, most frequent first: `COMPLETED 9,990, RUNNING 10`. */
+function counts(labels: readonly string[]): string {
+  const tally = new Map<string, number>();
+  for (const label of labels) tally.set(label, (tally.get(label) ?? 0) + 1);
+  return [...tally]
+    .sort((a, b) => b[1] - a[1] || a[0].localeCompare(b[0]))
+    .map(([label, n]) => `${label} ${n.toLocaleString('en-US')}`)
+    .join(', ');
+}
+
+function plural(n: number, word: string): string {
+  return `${n.toLocaleString('en-US')} ${word}${n === 1 ? '' : 's'}`;
+}
+
+/**
+ * What a node waits for: the ids, or, when it waits for a whole layer, `all 10,000 of depth 1`, or the first
+ * few ids and a count of the rest.
+ */
+function waitsForLabel(
+  node: DagNode,
+  ids: ReadonlyMap<number, string>,
+  depthOf: ReadonlyMap<number, number>,
+  layerSizes: readonly number[],
+  max: number,
+): string {
+  const deps = node.dependencies;
+  if (deps.length === 0) return '';
+  if (deps.length > max) {
+    const depth = depthOf.get(deps[0]!);
+    if (
+      depth !== undefined &&
+      deps.length === layerSizes[depth] &&
+      deps.every((d) => depthOf.get(d) === depth)
+    ) {
+      return `all ${deps.length.toLocaleString('en-US')} of depth ${depth}`;
+    }
+    const named = deps.slice(0, max).map((d) => ids.get(d) ?? `#${d}`);
+    return `${named.join(', ')} and ${(deps.length - max).toLocaleString('en-US')} more`;
+  }
+  return deps.map((d) => ids.get(d) ?? `#${d}`).join(', ');
+}
+
+/** Draws the graph; see the module comment. */
+export function renderDag(nodes: readonly DagNode[], options: RenderOptions = {}): string {
+  const maxPerLayer = options.maxPerLayer ?? 40;
+  const maxDependencies = options.maxDependencies ?? 4;
+  if (nodes.length === 0) return '(no nodes)';
+  const byIndex = new Map(nodes.map((n) => [n.index, n]));
+  const ids = new Map(nodes.map((n) => [n.index, n.id]));
+  const grouped = layers(nodes);
+  const depthOf = new Map<number, number>();
+  grouped.forEach((layer, depth) => layer.forEach((index) => depthOf.set(index, depth)));
+  const sizes = grouped.map((layer) => layer.length);
+  const out: string[] = [];
+  grouped.forEach((layer, depth) => {
+    const members = layer.map((i) => byIndex.get(i)!);
+    out.push(`depth ${depth}: ${plural(members.length, 'node')}: ${counts(members.map((n) => n.status))}`);
+    if (members.length <= maxPerLayer) {
+      const table = formatTable(
+        members.map((n) => ({
+          node: n.id,
+          task: n.task,
+          status: statusLabel(n),
+          'waits for': waitsForLabel(n, ids, depthOf, sizes, maxDependencies),
+          join: joinLabel(n),
+        })),
+      );
+      out.push(...table.split('\n').map((line) => `  ${line}`));
+      return;
+    }
+    out.push(`  tasks: ${counts(members.map((n) => n.task))}`);
+    const waits = members.map((n) => {
+      const label = waitsForLabel(n, ids, depthOf, sizes, maxDependencies);
+      return label === '' ? '(nothing)' : label;
+    });
+    out.push(`  waiting for: ${counts(waits)}`);
+    const joins = members.map(joinLabel).filter((j) => j !== '');
+    if (joins.length > 0) out.push(`  joins: ${counts(joins)}`);
+    for (const status of ['FAILED', 'SKIPPED', 'RUNNING']) {
+      const some = members.filter((n) => n.status === status);
+      if (some.length === 0) continue;
+      const shown = some.slice(0, 5).map((n) => (n.errorCode ? `${n.id} (${n.errorCode})` : n.id));
+      const more = some.length > 5 ? ` and ${(some.length - 5).toLocaleString('en-US')} more` : '';
+      out.push(`  ${status.toLowerCase()}: ${shown.join(', ')}${more}`);
+    }
+  });
+  return out.join('\n');
+}

@@ -1,0 +1,114 @@
+/** The text drawing of a workflow's graph: layers by longest path, node lines, summaries of huge layers. */
+import { describe, expect, it } from 'vitest';
+import { joinLabel, layers, renderDag } from '../../src/cli/dag.js';
+import type { DagNode } from '../../src/cli/dag.js';
+
+function node(index: number, id: string, dependencies: number[] = [], extra: Partial<DagNode> = {}): DagNode {
+  return {
+    index,
+    id,
+    task: 'noop',
+    status: 'COMPLETED',
+    dependencies,
+    join: 'all',
+    minSuccess: null,
+    allowFailedDeps: false,
+    errorCode: null,
+    ...extra,
+  };
+}
+
+describe('layers', () => {
+  it('puts a node one below its deepest dependency, not its shallowest', () => {
+    // a → b → c, and a → c directly: c is at depth 2.
+    expect(layers([node(0, 'a'), node(1, 'b', [0]), node(2, 'c', [0, 1])])).toEqual([[0], [1], [2]]);
+  });
+
+  it('handles dependencies on nodes with a higher index', () => {
+    expect(layers([node(0, 'late', [1]), node(1, 'first')])).toEqual([[1], [0]]);
+  });
+
+  it('draws a chain of 10,000 nodes without deep recursion', () => {
+    const chain = Array.from({ length: 10_000 }, (_, i) => node(i, `c${i}`, i === 0 ? [] : [i - 1]));
+    const result = layers(chain);
+    expect(result).toHaveLength(10_000);
+    expect(result[9_999]).toEqual([9_999]);
+  });
+
+  it('keeps nodes on a cycle or with a missing dependency in a last layer', () => {
+    expect(layers([node(0, 'a'), node(1, 'x', [2]), node(2, 'y', [1]), node(3, 'z', [7])])).toEqual([
+      [0],
+      [1, 2, 3],
+    ]);
+  });
+});
+
+describe('joinLabel', () => {
+  it('names the rule, the quorum and allowFailedDeps; nothing for a root', () => {
+    expect(joinLabel(node(0, 'root'))).toBe('');
+    expect(joinLabel(node(3, 'j', [0, 1, 2], { join: 'quorum', minSuccess: 2 }))).toBe('quorum 2/3');
+    expect(joinLabel(node(3, 'j', [0, 1], { join: 'any' }))).toBe('any');
+    expect(joinLabel(node(3, 'j', [0, 1], { allowFailedDeps: true }))).toBe('all +failed');
+  });
+});
+
+describe('renderDag', () => {
+  it('draws a small graph one node per line with status, dependencies and join', () => {
+    const text = renderDag([
+      node(0, 'fetch', [], { task: 'wf.fetch' }),
+      node(1, 'count', [0], { task: 'wf.count', status: 'RUNNING' }),
+      node(2, 'broken', [0], { task: 'wf.fail', status: 'FAILED', errorCode: 'BOOM' }),
+      node(3, 'sum', [1, 2], { task: 'wf.sum', status: 'SKIPPED', errorCode: 'UPSTREAM_SKIPPED' }),
+    ]);
+    const lines = text.split('\n');
+    expect(lines[0]).toBe('depth 0: 1 node: COMPLETED 1');
+    expect(lines[1]).toMatch(/^ {2}node\s+task\s+status\s+waits for\s+join$/);
+    expect(lines).toContainEqual(expect.stringMatching(/^ {2}fetch\s+wf\.fetch\s+COMPLETED$/));
+    expect(text).toContain('depth 1: 2 nodes: FAILED 1, RUNNING 1');
+    expect(lines).toContainEqual(expect.stringMatching(/^ {2}count\s+wf\.count\s+RUNNING\s+fetch\s+all$/));
+    expect(lines).toContainEqual(
+      expect.stringMatching(/^ {2}broken\s+wf\.fail\s+FAILED \(BOOM\)\s+fetch\s+all$/),
+    );
+    expect(lines).toContainEqual(
+      expect.stringMatching(/^ {2}sum\s+wf\.sum\s+SKIPPED \(UPSTREAM_SKIPPED\)\s+count, broken\s+all$/),
+    );
+  });
+
+  it('summarises a huge layer and names a whole layer as a dependency', () => {
+    const nodes = [node(0, 'root')];
+    for (let i = 1; i <= 10_000; i += 1) {
+      const status = i <= 3 ? 'FAILED' : i <= 13 ? 'RUNNING' : i <= 100 ? 'ENQUEUED' : 'COMPLETED';
+      nodes.push(node(i, `n${i}`, [0], { status, errorCode: status === 'FAILED' ? 'BOOM' : null }));
+    }
+    nodes.push(
+      node(
+        10_001,
+        'join',
+        Array.from({ length: 10_000 }, (_, i) => i + 1),
+        { status: 'PENDING' },
+      ),
+    );
+    const text = renderDag(nodes);
+    const lines = text.split('\n');
+    expect(lines.length).toBeLessThan(20);
+    expect(text).toContain('depth 1: 10,000 nodes: COMPLETED 9,900, ENQUEUED 87, RUNNING 10, FAILED 3');
+    expect(text).toContain('  tasks: noop 10,000');
+    expect(text).toContain('  waiting for: root 10,000');
+    expect(text).toContain('  failed: n1 (BOOM), n2 (BOOM), n3 (BOOM)');
+    expect(text).toContain('  running: n4, n5, n6, n7, n8 and 5 more');
+    expect(lines).toContainEqual(
+      expect.stringMatching(/^ {2}join\s+noop\s+PENDING\s+all 10,000 of depth 1\s+all$/),
+    );
+  });
+
+  it('names the first dependencies and counts the rest when they are not one whole layer', () => {
+    const nodes = Array.from({ length: 8 }, (_, i) => node(i, `r${i}`));
+    nodes.push(node(8, 'extra', [0]));
+    nodes.push(node(9, 'join', [1, 2, 3, 4, 5, 6, 8], { join: 'any' }));
+    expect(renderDag(nodes)).toMatch(/join\s+noop\s+COMPLETED\s+r1, r2, r3, r4 and 3 more\s+any/);
+  });
+
+  it('says so for a graph without nodes', () => {
+    expect(renderDag([])).toBe('(no nodes)');
+  });
+});
