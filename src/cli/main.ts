@@ -10,6 +10,7 @@ import { HorsiesError } from '../errors.js';
 import { loadApp } from '../client/loadApp.js';
 import { addDashboardCommand } from './dashboard.js';
 import { addQueueCommands } from './queues.js';
+import { addScheduleCommands } from './schedules.js';
 import { addTaskCommands } from './tasks.js';
 import { createWorker } from '../worker/Worker.js';
 
@@ -131,6 +132,7 @@ program
 
 addTaskCommands(program);
 addQueueCommands(program);
+addScheduleCommands(program);
 addDashboardCommand(program);
 
 // A reader that goes away early (`horsies tasks list | head`) is not an error.
