@@ -12,6 +12,7 @@ import { addDashboardCommand } from './dashboard.js';
 import { addQueueCommands } from './queues.js';
 import { addScheduleCommands } from './schedules.js';
 import { addTaskCommands } from './tasks.js';
+import { addWorkflowCommands } from './workflows.js';
 import { createWorker } from '../worker/Worker.js';
 
 function positiveInt(value: string): number {
@@ -132,6 +133,7 @@ program
 
 addTaskCommands(program);
 addQueueCommands(program);
+addWorkflowCommands(program);
 addScheduleCommands(program);
 addDashboardCommand(program);
 
