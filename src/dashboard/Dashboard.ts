@@ -151,6 +151,9 @@ export function createDashboard(source: DashboardSource, options: DashboardOptio
       }
       if (error instanceof BadRequest || error instanceof HorsiesError)
         json(res, 400, { error: error.message });
+      // A data exception from PostgreSQL (class 22): a cursor or parameter it could not read.
+      else if (/^22/.test(String((error as { code?: unknown }).code)))
+        json(res, 400, { error: 'bad parameter' });
       else json(res, 500, { error: 'internal error' });
     };
     try {

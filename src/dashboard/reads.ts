@@ -89,7 +89,7 @@ function encodeCursor(values: unknown[]): string {
 }
 
 /** The cursor's values, or an error for one not made by {@link encodeCursor} for this tab. */
-function decodeCursor(cursor: string | null, shape: ('string' | 'number' | 'date')[]): unknown[] | null {
+function decodeCursor(cursor: string | null, shape: ('string' | 'number')[]): unknown[] | null {
   if (cursor === null) return null;
   let values: unknown;
   try {
@@ -102,7 +102,6 @@ function decodeCursor(cursor: string | null, shape: ('string' | 'number' | 'date
     const kind = shape[i];
     if (kind === 'number' && typeof v === 'number') return v;
     if (kind === 'string' && typeof v === 'string') return v;
-    if (kind === 'date' && typeof v === 'string' && !Number.isNaN(Date.parse(v))) return new Date(v);
     throw new BadRequest('cursor is not valid');
   });
 }
@@ -118,7 +117,7 @@ export async function readTaskPage(db: Database, q: TaskListQuery): Promise<Task
   const fetch = limit + 1;
   const view = PENDING_VIEWS[q.tab];
   if (view !== undefined) {
-    const c = decodeCursor(q.cursor, ['string', 'number', 'date', 'string']);
+    const c = decodeCursor(q.cursor, ['string', 'number', 'string', 'string']);
     const stmt = q.queue === null ? DashboardPendingPage : DashboardPendingPageByQueue;
     const rows = await db.run(stmt, {
       queue: q.queue,
@@ -129,13 +128,13 @@ export async function readTaskPage(db: Database, q: TaskListQuery): Promise<Task
       limit: fetch,
       afterQueue: (c?.[0] as string) ?? null,
       afterPriority: (c?.[1] as number) ?? null,
-      afterEnqueuedAt: (c?.[2] as Date) ?? null,
+      afterEnqueuedAt: (c?.[2] as string) ?? null,
       afterId: (c?.[3] as string) ?? null,
     });
-    return page(rows, limit, (r) => [r.queue_name, r.priority, r.enqueued_at.toISOString(), r.id]);
+    return page(rows, limit, (r) => [r.queue_name, r.priority, r.sort_at, r.id]);
   }
   if (q.tab === 'running') {
-    const c = decodeCursor(q.cursor, ['date', 'string']);
+    const c = decodeCursor(q.cursor, ['string', 'string']);
     const rows = await db.run(DashboardInFlightPage, {
       statuses: null,
       queue: q.queue,
@@ -143,13 +142,13 @@ export async function readTaskPage(db: Database, q: TaskListQuery): Promise<Task
       from: q.from,
       to: q.to,
       limit: fetch,
-      afterClaimedAt: (c?.[0] as Date) ?? null,
+      afterClaimedAt: (c?.[0] as string) ?? null,
       afterId: (c?.[1] as string) ?? null,
     });
-    return page(rows, limit, (r) => [r.claimed_at?.toISOString(), r.id]);
+    return page(rows, limit, (r) => [r.sort_at, r.id]);
   }
   const statuses = FINISHED_STATUSES[q.tab] ?? null;
-  const c = decodeCursor(q.cursor, ['date', 'string']);
+  const c = decodeCursor(q.cursor, ['string', 'string']);
   // The most selective filter picks the index: a task name, then an error code, then a queue.
   const stmt =
     q.taskName !== null
@@ -169,10 +168,10 @@ export async function readTaskPage(db: Database, q: TaskListQuery): Promise<Task
     from: q.from,
     to: q.to,
     limit: fetch,
-    afterFinishedAt: (c?.[0] as Date) ?? null,
+    afterFinishedAt: (c?.[0] as string) ?? null,
     afterId: (c?.[1] as string) ?? null,
   });
-  return page(rows, limit, (r) => [r.finished_at?.toISOString(), r.id]);
+  return page(rows, limit, (r) => [r.sort_at, r.id]);
 }
 
 function page(rows: TaskListRow[], limit: number, key: (row: TaskListRow) => unknown[]): TaskPage {

@@ -34,6 +34,8 @@ export interface TaskListRow {
   next_retry_at: Date | null;
   claimed_by_worker_id: string | null;
   resubmit_count: number;
+  /** The row's time in the list's order at full (microsecond) precision, for the next page's cursor. */
+  sort_at: string;
 }
 
 const LIST_COLUMNS = `id, task_name, queue_name, priority, status, sent_at, enqueued_at, claimed_at, started_at,
@@ -55,7 +57,8 @@ export interface TaskListFilter {
 
 /** Position after the last row of a page of finished tasks (null: first page). */
 export interface FinishedCursor {
-  afterFinishedAt: Date | null;
+  /** `sort_at` of the last row shown (text: a JavaScript Date would drop the microseconds). */
+  afterFinishedAt: string | null;
   afterId: string | null;
 }
 
@@ -72,7 +75,7 @@ function finishedValues(p: FinishedParams): unknown[] {
 function finishedPage(name: string, lead: string): ReturnType<typeof statement<FinishedParams, TaskListRow>> {
   return statement<FinishedParams, TaskListRow>(
     name,
-    `SELECT ${LIST_COLUMNS}
+    `SELECT ${LIST_COLUMNS}, finished_at::text AS sort_at
      FROM {{schema}}.horsies_tasks
      WHERE finished_at IS NOT NULL${lead}
        AND finished_at >= COALESCE($5::timestamptz, '-infinity')
@@ -112,7 +115,7 @@ export type PendingView = 'all' | 'ready' | 'scheduled' | 'retrying';
 export interface PendingCursor {
   afterQueue: string | null;
   afterPriority: number | null;
-  afterEnqueuedAt: Date | null;
+  afterEnqueuedAt: string | null;
   afterId: string | null;
 }
 
@@ -121,7 +124,7 @@ type PendingParams = Omit<TaskListFilter, 'statuses' | 'errorCode'> & PendingCur
 function pendingPage(name: string, lead: string): ReturnType<typeof statement<PendingParams, TaskListRow>> {
   return statement<PendingParams, TaskListRow>(
     name,
-    `SELECT ${LIST_COLUMNS}
+    `SELECT ${LIST_COLUMNS}, enqueued_at::text AS sort_at
      FROM {{schema}}.horsies_tasks
      -- PENDING, in the terms of horsies_tasks_claim_idx's predicate.
      WHERE NOT claimed AND finished_at IS NULL${lead}
@@ -162,7 +165,7 @@ export const DashboardPendingPageByQueue = pendingPage('DashboardPendingPageByQu
 
 /** Position after the last row of a page of claimed or running tasks (null: first page). */
 export interface InFlightCursor {
-  afterClaimedAt: Date | null;
+  afterClaimedAt: string | null;
   afterId: string | null;
 }
 
@@ -172,7 +175,7 @@ export const DashboardInFlightPage = statement<
   TaskListRow
 >(
   'DashboardInFlightPage',
-  `SELECT ${LIST_COLUMNS}
+  `SELECT ${LIST_COLUMNS}, claimed_at::text AS sort_at
    FROM {{schema}}.horsies_tasks
    WHERE claimed
      AND (claimed_at, id) < (COALESCE($7::timestamptz, 'infinity'), COALESCE($8::text, ''))
