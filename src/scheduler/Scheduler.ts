@@ -77,6 +77,7 @@ export interface SentSlot {
 /** A slot a pass could not send. The schedule did not advance: the slot is tried again next pass. */
 export interface FailedSlot {
   schedule: string;
+  /** The slot whose send failed; the pass's `now` when the schedule's transaction failed before any send. */
   slot: Date;
   /** The error of the send (an InputValidationError, a PayloadMismatchError, a database error...). */
   error: unknown;
@@ -354,11 +355,7 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
           'scheduled send failed; the slot is tried again next pass',
         );
       }
-      await this.db.run(ScheduleStateRecordError, {
-        name: schedule.name,
-        error: message,
-        now: this.clock.now() ?? now,
-      });
+      await this.db.run(ScheduleStateRecordError, { name: schedule.name, error: message, now });
     } catch (recordError) {
       this.logger.error(
         { err: error, recordError, schedule: schedule.name, slot },
