@@ -77,7 +77,10 @@ export interface SentSlot {
 /** A slot a pass could not send. The schedule did not advance: the slot is tried again next pass. */
 export interface FailedSlot {
   schedule: string;
-  /** The slot whose send failed; the pass's `now` when the schedule's transaction failed before any send. */
+  /**
+   * The slot whose send failed (the last one sent, when the state update failed after them); the pass's `now`
+   * when the schedule's transaction failed before any send.
+   */
   slot: Date;
   /** The error of the send (an InputValidationError, a PayloadMismatchError, a database error...). */
   error: unknown;
@@ -256,7 +259,8 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
 
   /** One schedule's transaction. Failures are caught here, so the other schedules go on. */
   private async visit(schedule: Schedule, now: Date, result: SchedulerResult): Promise<void> {
-    const pending: Date[] = [];
+    // The slot last sent (or being sent) when the transaction fails, for the report.
+    const sending: { slot: Date | null } = { slot: null };
     try {
       await this.db.transaction(async (client) => {
         const [row] = await this.db.run(ScheduleStateLock, { name: schedule.name }, client);
@@ -303,7 +307,7 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
         const slots = dueSlots(schedule, row.next_run_at, now);
         const sent: SentSlot[] = [];
         for (const slot of slots) {
-          pending.splice(0, pending.length, slot);
+          sending.slot = slot;
           const task = await schedule.task.send(schedule.input as never, {
             id: slotTaskId(schedule.name, slot),
             queue: schedule.queue,
@@ -313,7 +317,6 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
           });
           sent.push({ schedule: schedule.name, slot, taskId: task.id });
         }
-        pending.length = 0;
         await this.config.beforeStateUpdate?.(schedule.name, slots);
         const last = sent[sent.length - 1] as SentSlot;
         const nextRunAt = schedule.slots.next(now);
@@ -338,7 +341,7 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
         this.noteNext(result, nextRunAt);
       });
     } catch (error) {
-      const slot = pending[0] ?? now;
+      const slot = sending.slot ?? now;
       result.failed.push({ schedule: schedule.name, slot, error });
       await this.recordFailure(schedule, slot, error, now);
     }
