@@ -38,111 +38,103 @@ async function month(configs: ScheduleConfig[], start: string, end: string): Pro
   return new Map(await Promise.all(configs.map(async (c) => [c.name, await sentSlots(t, c.name)] as const)));
 }
 
-describe('a month of slots in Europe/Berlin', () => {
-  it(
-    'March 2026 (clocks go forward): local times in the skipped hour produce no slot',
-    async () => {
-      // 2026-03-01 00:00 local is 2026-02-28T23:00Z; 2026-04-01 00:00 local is 2026-03-31T22:00Z.
-      const slots = await month(
-        [
-          schedule('interval', { kind: 'interval', hours: 6 }),
-          schedule('hourly', { kind: 'hourly', minute: 30 }),
-          schedule('daily', { kind: 'daily', at: '02:30' }),
-          schedule('weekly', { kind: 'weekly', days: ['monday', 'friday'], at: '09:00' }),
-          schedule('monthly', { kind: 'monthly', day: 31, at: '09:00' }),
-          schedule('cron5', { kind: 'cron', expression: '30 2 * * *' }),
-          schedule('cron6', { kind: 'cron', expression: '0 0 */6 * * *' }),
-        ],
-        '2026-02-28T23:00:00Z',
-        '2026-03-31T22:00:00Z',
-      );
+describe('a month of slots in Europe/Berlin', { timeout: MONTH_TIMEOUT_MS }, () => {
+  it('March 2026 (clocks go forward): local times in the skipped hour produce no slot', async () => {
+    // 2026-03-01 00:00 local is 2026-02-28T23:00Z; 2026-04-01 00:00 local is 2026-03-31T22:00Z.
+    const slots = await month(
+      [
+        schedule('interval', { kind: 'interval', hours: 6 }),
+        schedule('hourly', { kind: 'hourly', minute: 30 }),
+        schedule('daily', { kind: 'daily', at: '02:30' }),
+        schedule('weekly', { kind: 'weekly', days: ['monday', 'friday'], at: '09:00' }),
+        schedule('monthly', { kind: 'monthly', day: 31, at: '09:00' }),
+        schedule('cron5', { kind: 'cron', expression: '30 2 * * *' }),
+        schedule('cron6', { kind: 'cron', expression: '0 0 */6 * * *' }),
+      ],
+      '2026-02-28T23:00:00Z',
+      '2026-03-31T22:00:00Z',
+    );
 
-      // Fixed durations from the epoch: 00, 06, 12, 18 UTC, whatever the zone does.
-      const interval = slots.get('interval') ?? [];
-      expect(interval).toHaveLength(124);
-      expect(interval[0]).toBe(utc('2026-03-01T00:00')[0]);
-      expect(interval.at(-1)).toBe(utc('2026-03-31T18:00')[0]);
+    // Fixed durations from the epoch: 00, 06, 12, 18 UTC, whatever the zone does.
+    const interval = slots.get('interval') ?? [];
+    expect(interval).toHaveLength(124);
+    expect(interval[0]).toBe(utc('2026-03-01T00:00')[0]);
+    expect(interval.at(-1)).toBe(utc('2026-03-31T18:00')[0]);
 
-      // 744 local hours in March, one of them (02:00-03:00 on the 29th) skipped.
-      const hourly = slots.get('hourly') ?? [];
-      expect(hourly).toHaveLength(743);
-      // Local 00:30 and 01:30 (winter time), then 03:30 and 04:30 (summer time): every real hour, no local 02:30.
-      const around = hourly.filter((s) => s >= '2026-03-28T23' && s < '2026-03-29T03');
-      expect(around).toEqual(
-        utc('2026-03-28T23:30', '2026-03-29T00:30', '2026-03-29T01:30', '2026-03-29T02:30'),
-      );
-      // The 29th has 23 local hours, so 23 slots.
-      expect(hourly.filter((s) => s >= '2026-03-28T23' && s < '2026-03-29T22')).toHaveLength(23);
+    // 744 local hours in March, one of them (02:00-03:00 on the 29th) skipped.
+    const hourly = slots.get('hourly') ?? [];
+    expect(hourly).toHaveLength(743);
+    // Local 00:30 and 01:30 (winter time), then 03:30 and 04:30 (summer time): every real hour, no local 02:30.
+    const around = hourly.filter((s) => s >= '2026-03-28T23' && s < '2026-03-29T03');
+    expect(around).toEqual(
+      utc('2026-03-28T23:30', '2026-03-29T00:30', '2026-03-29T01:30', '2026-03-29T02:30'),
+    );
+    // The 29th has 23 local hours, so 23 slots.
+    expect(hourly.filter((s) => s >= '2026-03-28T23' && s < '2026-03-29T22')).toHaveLength(23);
 
-      const daily = slots.get('daily') ?? [];
-      expect(daily).toHaveLength(30);
-      expect(daily.filter((s) => s >= '2026-03-27' && s < '2026-03-31')).toEqual(
-        utc('2026-03-27T01:30', '2026-03-28T01:30', '2026-03-30T00:30'),
-      );
-      // croner's own reading moves 02:30 to 03:00 on the 29th; the scheduler skips it like the daily pattern.
-      expect(slots.get('cron5')).toEqual(daily);
+    const daily = slots.get('daily') ?? [];
+    expect(daily).toHaveLength(30);
+    expect(daily.filter((s) => s >= '2026-03-27' && s < '2026-03-31')).toEqual(
+      utc('2026-03-27T01:30', '2026-03-28T01:30', '2026-03-30T00:30'),
+    );
+    // croner's own reading moves 02:30 to 03:00 on the 29th; the scheduler skips it like the daily pattern.
+    expect(slots.get('cron5')).toEqual(daily);
 
-      expect(slots.get('weekly')).toEqual(
-        utc(
-          '2026-03-02T08:00',
-          '2026-03-06T08:00',
-          '2026-03-09T08:00',
-          '2026-03-13T08:00',
-          '2026-03-16T08:00',
-          '2026-03-20T08:00',
-          '2026-03-23T08:00',
-          '2026-03-27T08:00',
-          '2026-03-30T07:00',
-        ),
-      );
-      expect(slots.get('monthly')).toEqual(utc('2026-03-31T07:00'));
+    expect(slots.get('weekly')).toEqual(
+      utc(
+        '2026-03-02T08:00',
+        '2026-03-06T08:00',
+        '2026-03-09T08:00',
+        '2026-03-13T08:00',
+        '2026-03-16T08:00',
+        '2026-03-20T08:00',
+        '2026-03-23T08:00',
+        '2026-03-27T08:00',
+        '2026-03-30T07:00',
+      ),
+    );
+    expect(slots.get('monthly')).toEqual(utc('2026-03-31T07:00'));
 
-      // 00, 06, 12, 18 local every day; none falls in the gap.
-      const cron6 = slots.get('cron6') ?? [];
-      expect(cron6).toHaveLength(124);
-      expect(cron6.filter((s) => s >= '2026-03-29' && s < '2026-03-30')).toEqual(
-        utc('2026-03-29T04:00', '2026-03-29T10:00', '2026-03-29T16:00', '2026-03-29T22:00'),
-      );
-    },
-    MONTH_TIMEOUT_MS,
-  );
+    // 00, 06, 12, 18 local every day; none falls in the gap.
+    const cron6 = slots.get('cron6') ?? [];
+    expect(cron6).toHaveLength(124);
+    expect(cron6.filter((s) => s >= '2026-03-29' && s < '2026-03-30')).toEqual(
+      utc('2026-03-29T04:00', '2026-03-29T10:00', '2026-03-29T16:00', '2026-03-29T22:00'),
+    );
+  });
 
-  it(
-    'October 2026 (clocks go back): a local time that occurs twice produces one slot, the earlier',
-    async () => {
-      // 2026-10-01 00:00 local is 2026-09-30T22:00Z; 2026-11-01 00:00 local is 2026-10-31T23:00Z.
-      const slots = await month(
-        [
-          schedule('hourly', { kind: 'hourly', minute: 30 }),
-          schedule('daily', { kind: 'daily', at: '02:30' }),
-          schedule('cron5', { kind: 'cron', expression: '30 * * * *' }),
-          schedule('weekly', { kind: 'weekly', days: ['sunday'], at: '02:30:15' }),
-        ],
-        '2026-09-30T22:00:00Z',
-        '2026-10-31T23:00:00Z',
-      );
-      // 744 local hours; 02:30 on the 25th happens at 00:30Z (summer time) and again at 01:30Z: sent once, at 00:30Z.
-      const hourly = slots.get('hourly') ?? [];
-      expect(hourly).toHaveLength(744);
-      expect(hourly.filter((s) => s >= '2026-10-24T23' && s < '2026-10-25T04')).toEqual(
-        utc('2026-10-24T23:30', '2026-10-25T00:30', '2026-10-25T02:30', '2026-10-25T03:30'),
-      );
-      // croner fires every-hour expressions on both occurrences; the scheduler keeps the earlier one.
-      expect(slots.get('cron5')).toEqual(hourly);
+  it('October 2026 (clocks go back): a local time that occurs twice produces one slot, the earlier', async () => {
+    // 2026-10-01 00:00 local is 2026-09-30T22:00Z; 2026-11-01 00:00 local is 2026-10-31T23:00Z.
+    const slots = await month(
+      [
+        schedule('hourly', { kind: 'hourly', minute: 30 }),
+        schedule('daily', { kind: 'daily', at: '02:30' }),
+        schedule('cron5', { kind: 'cron', expression: '30 * * * *' }),
+        schedule('weekly', { kind: 'weekly', days: ['sunday'], at: '02:30:15' }),
+      ],
+      '2026-09-30T22:00:00Z',
+      '2026-10-31T23:00:00Z',
+    );
+    // 744 local hours; 02:30 on the 25th happens at 00:30Z (summer time) and again at 01:30Z: sent once, at 00:30Z.
+    const hourly = slots.get('hourly') ?? [];
+    expect(hourly).toHaveLength(744);
+    expect(hourly.filter((s) => s >= '2026-10-24T23' && s < '2026-10-25T04')).toEqual(
+      utc('2026-10-24T23:30', '2026-10-25T00:30', '2026-10-25T02:30', '2026-10-25T03:30'),
+    );
+    // croner fires every-hour expressions on both occurrences; the scheduler keeps the earlier one.
+    expect(slots.get('cron5')).toEqual(hourly);
 
-      const daily = slots.get('daily') ?? [];
-      expect(daily).toHaveLength(31);
-      expect(daily.filter((s) => s >= '2026-10-24' && s < '2026-10-27')).toEqual(
-        utc('2026-10-24T00:30', '2026-10-25T00:30', '2026-10-26T01:30'),
-      );
-      expect(slots.get('weekly')).toEqual(
-        ['2026-10-04T00:30:15Z', '2026-10-11T00:30:15Z', '2026-10-18T00:30:15Z', '2026-10-25T00:30:15Z'].map(
-          (s) => new Date(s).toISOString(),
-        ),
-      );
-    },
-    MONTH_TIMEOUT_MS,
-  );
+    const daily = slots.get('daily') ?? [];
+    expect(daily).toHaveLength(31);
+    expect(daily.filter((s) => s >= '2026-10-24' && s < '2026-10-27')).toEqual(
+      utc('2026-10-24T00:30', '2026-10-25T00:30', '2026-10-26T01:30'),
+    );
+    expect(slots.get('weekly')).toEqual(
+      ['2026-10-04T00:30:15Z', '2026-10-11T00:30:15Z', '2026-10-18T00:30:15Z', '2026-10-25T00:30:15Z'].map(
+        (s) => new Date(s).toISOString(),
+      ),
+    );
+  });
 
   it('the 31st of the month: months without one are skipped', async () => {
     const slots = await month(
