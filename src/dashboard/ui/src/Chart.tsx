@@ -33,6 +33,7 @@ export function Chart(props: {
           label: s.label,
           stroke: s.color,
           width: 2,
+          points: { show: true, size: 4 },
           fill: `${s.color}22`,
           value: (_u: uPlot, v: number | null) => (v === null ? '–' : `${v}${props.unit ?? ''}`),
         })),

@@ -123,6 +123,8 @@ function App(): JSX.Element {
   useEffect(() => {
     const onHash = (): void => setHash(location.hash);
     addEventListener('hashchange', onHash);
+    // The hash may have changed between the first render and this effect, with nobody listening yet.
+    onHash();
     get<ServerConfig>('config').then(setConfig, (e: Error) => setError(e.message));
     return () => removeEventListener('hashchange', onHash);
   }, []);
