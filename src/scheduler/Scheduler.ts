@@ -26,7 +26,7 @@ import { z } from 'zod';
 import { databaseClock } from '../clock.js';
 import type { Clock } from '../clock.js';
 import { toProblems } from '../config.js';
-import type { Database } from '../db/Database.js';
+import type { Database, Queryable } from '../db/Database.js';
 import {
   ClockNowGet,
   ScheduleStateAdvance,
@@ -264,87 +264,100 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
     try {
       await this.db.transaction(async (client) => {
         const [row] = await this.db.run(ScheduleStateLock, { name: schedule.name }, client);
-        if (!row) {
-          const nextRunAt = schedule.enabled ? schedule.slots.next(now) : null;
-          const [created] = await this.db.run(
-            ScheduleStateInsert,
-            { name: schedule.name, configHash: schedule.configHash, nextRunAt },
-            client,
-          );
-          if (created) {
-            result.started.push({ schedule: schedule.name, nextRunAt });
-            this.noteNext(result, nextRunAt);
-          } else result.busy.push(schedule.name);
-          return;
-        }
+        if (!row) return this.create(schedule, now, result, client);
         // The unlocked read may be stale: decide again on the locked row.
-        if (!schedule.enabled) {
-          if (row.next_run_at !== null) {
-            await this.db.run(
-              ScheduleStateReset,
-              { name: schedule.name, configHash: row.config_hash, nextRunAt: null },
-              client,
-            );
+        if (!schedule.enabled || row.paused) {
+          if (!schedule.enabled && row.next_run_at !== null) {
+            await this.reset(schedule, row.config_hash, null, client);
           }
           return;
         }
-        if (row.paused) return;
         if (row.config_hash !== schedule.configHash || row.next_run_at === null) {
           const nextRunAt = schedule.slots.next(now);
-          await this.db.run(
-            ScheduleStateReset,
-            { name: schedule.name, configHash: schedule.configHash, nextRunAt },
-            client,
-          );
+          await this.reset(schedule, schedule.configHash, nextRunAt, client);
           result.recomputed.push({ schedule: schedule.name, nextRunAt });
           this.noteNext(result, nextRunAt);
           return;
         }
-        if (row.next_run_at > now) {
-          this.noteNext(result, row.next_run_at);
-          return;
-        }
-        const slots = dueSlots(schedule, row.next_run_at, now);
-        const sent: SentSlot[] = [];
-        for (const slot of slots) {
-          sending.slot = slot;
-          const task = await schedule.task.send(schedule.input as never, {
-            id: slotTaskId(schedule.name, slot),
-            queue: schedule.queue,
-            priority: schedule.priority,
-            sentAt: slot,
-            tx: client,
-          });
-          sent.push({ schedule: schedule.name, slot, taskId: task.id });
-        }
-        await this.config.beforeStateUpdate?.(schedule.name, slots);
-        const last = sent[sent.length - 1] as SentSlot;
-        const nextRunAt = schedule.slots.next(now);
-        await this.db.run(
-          ScheduleStateAdvance,
-          {
-            name: schedule.name,
-            lastRunAt: last.slot,
-            lastTaskId: last.taskId,
-            runs: sent.length,
-            nextRunAt,
-          },
-          client,
-        );
-        if (sent.length > 1 || row.last_error !== null) {
-          this.logger.info(
-            { schedule: schedule.name, slots: sent.length, first: sent[0]?.slot, last: last.slot },
-            sent.length > 1 ? 'schedule caught up' : 'schedule sends again',
-          );
-        }
-        result.sent.push(...sent);
-        this.noteNext(result, nextRunAt);
+        if (row.next_run_at > now) return this.noteNext(result, row.next_run_at);
+        await this.sendDue(schedule, row.next_run_at, row.last_error !== null, now, result, client, sending);
       });
     } catch (error) {
       const slot = sending.slot ?? now;
       result.failed.push({ schedule: schedule.name, slot, error });
       await this.recordFailure(schedule, slot, error, now);
     }
+  }
+
+  /** Creates the row of a schedule seen for the first time; another scheduler may have been first. */
+  private async create(
+    schedule: Schedule,
+    now: Date,
+    result: SchedulerResult,
+    client: Queryable,
+  ): Promise<void> {
+    const nextRunAt = schedule.enabled ? schedule.slots.next(now) : null;
+    const [created] = await this.db.run(
+      ScheduleStateInsert,
+      { name: schedule.name, configHash: schedule.configHash, nextRunAt },
+      client,
+    );
+    if (!created) {
+      result.busy.push(schedule.name);
+      return;
+    }
+    result.started.push({ schedule: schedule.name, nextRunAt });
+    this.noteNext(result, nextRunAt);
+  }
+
+  private async reset(
+    schedule: Schedule,
+    configHash: string | null,
+    nextRunAt: Date | null,
+    client: Queryable,
+  ): Promise<void> {
+    await this.db.run(ScheduleStateReset, { name: schedule.name, configHash, nextRunAt }, client);
+  }
+
+  /** Sends the due slots' tasks and advances the row, all in the schedule's transaction. */
+  private async sendDue(
+    schedule: Schedule,
+    from: Date,
+    hadError: boolean,
+    now: Date,
+    result: SchedulerResult,
+    client: Queryable,
+    sending: { slot: Date | null },
+  ): Promise<void> {
+    const slots = dueSlots(schedule, from, now);
+    const sent: SentSlot[] = [];
+    for (const slot of slots) {
+      sending.slot = slot;
+      const task = await schedule.task.send(schedule.input as never, {
+        id: slotTaskId(schedule.name, slot),
+        queue: schedule.queue,
+        priority: schedule.priority,
+        sentAt: slot,
+        tx: client,
+      });
+      sent.push({ schedule: schedule.name, slot, taskId: task.id });
+    }
+    await this.config.beforeStateUpdate?.(schedule.name, slots);
+    const last = sent[sent.length - 1] as SentSlot;
+    const nextRunAt = schedule.slots.next(now);
+    await this.db.run(
+      ScheduleStateAdvance,
+      { name: schedule.name, lastRunAt: last.slot, lastTaskId: last.taskId, runs: sent.length, nextRunAt },
+      client,
+    );
+    if (sent.length > 1 || hadError) {
+      this.logger.info(
+        { schedule: schedule.name, slots: sent.length, first: sent[0]?.slot, last: last.slot },
+        sent.length > 1 ? 'schedule caught up' : 'schedule sends again',
+      );
+    }
+    result.sent.push(...sent);
+    this.noteNext(result, nextRunAt);
   }
 
   // The row keeps the last error until a send succeeds; the log gets it when it changes, not every pass.
