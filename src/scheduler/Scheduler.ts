@@ -390,8 +390,9 @@ export function dueSlots(schedule: Schedule, from: Date, now: Date): Date[] {
   const limit = schedule.catchUp ? schedule.maxCatchUpRuns : 1;
   const slots: Date[] = [];
   let slot = schedule.slots.previous(now);
-  while (slot !== null && slot >= from && slots.length < limit) {
+  while (slot !== null && slot >= from) {
     slots.push(slot);
+    if (slots.length === limit) break;
     slot = schedule.slots.previous(new Date(slot.getTime() - 1));
   }
   if (slots.length === 0) slots.push(from);
