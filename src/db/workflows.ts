@@ -150,7 +150,7 @@ export const WorkflowNodeEnqueue = statement<
      UPDATE {{schema}}.horsies_workflow_tasks n
      SET status = 'ENQUEUED', task_id = i.task_id, enqueued_at = now(), updated_at = now()
      FROM input i
-     WHERE n.workflow_id = $1 AND n.node_index = i.node_index AND n.status = 'READY'
+     WHERE n.node_key = $1 || ':' || i.node_index AND n.status = 'READY'
      RETURNING n.node_index, n.task_id, n.task_name, n.queue_name, n.priority, n.max_retries, n.task_options,
                n.good_until, i.kwargs
    ), inserted AS (
@@ -169,11 +169,19 @@ export const WorkflowNodeEnqueue = statement<
   ],
 );
 
-/** Locks a workflow's row for one step; every change to its nodes happens under this lock. */
-export const WorkflowLock = statement<{ id: string }, WorkflowRow>(
+/**
+ * Locks a workflow's row for one step; every change to its nodes happens under this lock. With `waitForFlush`
+ * false the transaction's commit does not wait for the WAL flush: a step that a server crash undoes is redone by
+ * the recovery pass (the tasks' own outcomes, which it follows, were flushed).
+ */
+export const WorkflowLock = statement<{ id: string; waitForFlush: boolean }, WorkflowRow>(
   'WorkflowLock',
-  `SELECT * FROM {{schema}}.horsies_workflows WHERE id = $1 FOR UPDATE`,
-  ({ id }) => [id],
+  `SELECT w.* FROM {{schema}}.horsies_workflows w,
+     LATERAL (SELECT set_config('synchronous_commit',
+                CASE WHEN $2::bool THEN current_setting('synchronous_commit') ELSE 'off' END, true)) c
+   WHERE w.id = $1
+   FOR UPDATE OF w`,
+  ({ id, waitForFlush }) => [id, waitForFlush],
 );
 
 /** A node that just turned terminal. */
@@ -183,24 +191,19 @@ export interface SettledNodeRow {
   dependents: number[];
 }
 
-/**
- * ENQUEUED or RUNNING → COMPLETED or FAILED for nodes whose task is terminal (or gone), with the task's stored
- * result, or a synthesized one where none is stored: `WORKER_CRASHED` for FAILED, `TASK_CANCELLED`,
- * `TASK_EXPIRED`, `RESULT_NOT_AVAILABLE` for COMPLETED (the node fails) and `TASK_NOT_FOUND` for a task row
- * that no longer exists. A compare-and-set: a node already terminal is not changed again, so a replay is a
- * no-op. `nodes` null settles every such node of the workflow (recovery).
- */
-export const WorkflowNodeSettle = statement<{ workflowId: string; nodes: number[] | null }, SettledNodeRow>(
-  'WorkflowNodeSettle',
+// The settle statement, for the nodes a step names (found by their keys) or for every open node of the
+// workflow (recovery). Two statements rather than one with "$2 IS NULL OR ...": a generic plan of the latter
+// scans every node of the workflow on each step, which made a 2,000-node fan-out quadratic.
+const settleSql = (nodes: 'named' | 'all'): string =>
   `WITH source AS (
-     SELECT n.node_index, t.id AS task_found, t.status AS task_status, t.result AS task_result
+     SELECT n.node_key, t.id AS task_found, t.status AS task_status, t.result AS task_result
      FROM {{schema}}.horsies_workflow_tasks n
      LEFT JOIN {{schema}}.horsies_tasks t ON t.id = n.task_id
-     WHERE n.workflow_id = $1 AND ($2::int[] IS NULL OR n.node_index = ANY ($2::int[]))
+     WHERE ${nodes === 'named' ? `n.node_key = ANY (${nodeKeys('$2')})` : 'n.workflow_id = $1'}
        AND n.status IN ('ENQUEUED', 'RUNNING')
        AND (t.id IS NULL OR t.status IN ('COMPLETED', 'FAILED', 'CANCELLED', 'EXPIRED'))
    ), decided AS (
-     SELECT s.node_index,
+     SELECT s.node_key,
             CASE
               WHEN s.task_found IS NULL THEN jsonb_build_object('err', jsonb_build_object(
                 'code', 'TASK_NOT_FOUND', 'message', 'the task of this node no longer exists'))
@@ -222,9 +225,31 @@ export const WorkflowNodeSettle = statement<{ workflowId: string; nodes: number[
        completed_at = now(),
        updated_at = now()
    FROM decided d
-   WHERE n.workflow_id = $1 AND n.node_index = d.node_index
-   RETURNING n.node_index, n.status, n.dependents`,
+   WHERE n.node_key = d.node_key
+   RETURNING n.node_index, n.status, n.dependents`;
+
+/** SQL for the node keys of workflow $1 and the node indexes in the int[] parameter `param`. */
+function nodeKeys(param: string): string {
+  return `ARRAY(SELECT $1 || ':' || i FROM unnest(${param}::int[]) i)`;
+}
+
+/**
+ * ENQUEUED or RUNNING → COMPLETED or FAILED for the named nodes whose task is terminal (or gone), with the task's
+ * stored result, or a synthesized one where none is stored: `WORKER_CRASHED` for FAILED, `TASK_CANCELLED`,
+ * `TASK_EXPIRED`, `RESULT_NOT_AVAILABLE` for COMPLETED (the node fails) and `TASK_NOT_FOUND` for a task row that
+ * no longer exists. A compare-and-set: a node already terminal is not changed again, so a replay is a no-op.
+ */
+export const WorkflowNodeSettle = statement<{ workflowId: string; nodes: number[] }, SettledNodeRow>(
+  'WorkflowNodeSettle',
+  settleSql('named'),
   ({ workflowId, nodes }) => [workflowId, nodes],
+);
+
+/** {@link WorkflowNodeSettle} for every open node of the workflow (recovery). */
+export const WorkflowNodeSettleAll = statement<{ workflowId: string }, SettledNodeRow>(
+  'WorkflowNodeSettleAll',
+  settleSql('all'),
+  ({ workflowId }) => [workflowId],
 );
 
 /** A node whose counters moved, with its new status (changed only when it was PENDING and evaluation ran). */
@@ -263,10 +288,10 @@ export const WorkflowNodeEvaluate = statement<
   `WITH bump AS (
      SELECT * FROM unnest($2::int[], $3::int[], $4::int[], $5::int[]) AS b(node_index, completed, failed, skipped)
    ), counted AS (
-     SELECT n.node_index, n.status AS old_status, n.join_rule, n.min_success, n.allow_failed_deps,
+     SELECT n.node_key, n.node_index, n.status AS old_status, n.join_rule, n.min_success, n.allow_failed_deps,
             cardinality(n.dependencies) AS total,
             n.deps_completed + b.completed AS c, n.deps_failed + b.failed AS f, n.deps_skipped + b.skipped AS s
-     FROM bump b JOIN {{schema}}.horsies_workflow_tasks n ON n.workflow_id = $1 AND n.node_index = b.node_index
+     FROM bump b JOIN {{schema}}.horsies_workflow_tasks n ON n.node_key = $1 || ':' || b.node_index
    ), decided AS (
      SELECT k.*,
             CASE
@@ -295,15 +320,15 @@ export const WorkflowNodeEvaluate = statement<
                          ELSE n.error_code END,
        updated_at = now()
    FROM decided d
-   WHERE n.workflow_id = $1 AND n.node_index = d.node_index
+   WHERE n.node_key = d.node_key
    RETURNING n.node_index, n.status, n.status <> d.old_status AS changed, n.dependents,
              CASE WHEN n.status = 'READY' AND d.old_status <> 'READY' THEN n.input_template END AS input_template,
              CASE WHEN n.status = 'READY' AND d.old_status <> 'READY' THEN (
                SELECT jsonb_object_agg(u.node_index, jsonb_build_object('status', u.status, 'result', u.result))
                FROM {{schema}}.horsies_workflow_tasks u
-               WHERE u.workflow_id = $1 AND u.node_index IN (
-                 SELECT (r ->> 'node')::int FROM jsonb_array_elements(n.input_template -> 'refs') r
-                 WHERE r ->> 'kind' <> 'param')
+               WHERE u.node_key = ANY (ARRAY(
+                 SELECT $1 || ':' || (r ->> 'node') FROM jsonb_array_elements(n.input_template -> 'refs') r
+                 WHERE r ->> 'kind' <> 'param'))
              ) END AS upstream`,
   ({ workflowId, bumps, evaluate }) => [
     workflowId,
@@ -347,8 +372,9 @@ export const WorkflowNodeListReady = statement<
   `SELECT n.node_index, n.input_template, (
      SELECT jsonb_object_agg(u.node_index, jsonb_build_object('status', u.status, 'result', u.result))
      FROM {{schema}}.horsies_workflow_tasks u
-     WHERE u.workflow_id = $1 AND u.node_index IN (
-       SELECT (r ->> 'node')::int FROM jsonb_array_elements(n.input_template -> 'refs') r WHERE r ->> 'kind' <> 'param')
+     WHERE u.node_key = ANY (ARRAY(
+       SELECT $1 || ':' || (r ->> 'node') FROM jsonb_array_elements(n.input_template -> 'refs') r
+       WHERE r ->> 'kind' <> 'param'))
    ) AS upstream
    FROM {{schema}}.horsies_workflow_tasks n
    WHERE n.workflow_id = $1 AND n.status = 'READY'`,

@@ -24,7 +24,7 @@ import type { CompleterResult } from './Completer.js';
 import { resolveWorkerConfig } from './config.js';
 import type { ResolvedWorkerConfig, WorkerConfig } from './config.js';
 import { settlesWithin } from './timing.js';
-import { advanceWorkflows } from '../workflow/step.js';
+import { WorkflowStepper } from '../workflow/step.js';
 
 export type { WorkerEvents, WorkerHost } from './assembly.js';
 
@@ -43,6 +43,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
   private readonly parts: WorkerParts;
   /** Follow each written batch of outcomes, in order, after it commits. */
   private readonly finishHooks: FinishHook[];
+  private readonly workflows: WorkflowStepper;
   private readonly following = new Set<Promise<void>>();
   private state: State = 'new';
   private stopping: Promise<void> | null = null;
@@ -55,7 +56,10 @@ export class Worker extends EventEmitter<WorkerEvents> {
     const blocking = [...host.tasks.values()].some((t) => t.policies.blocking);
     this.config = resolveWorkerConfig(config, host.config.queues, blocking);
     this.logger = host.logger.child({ workerId: this.config.identity.workerId });
-    this.finishHooks = [(written) => advanceWorkflows(host.db, written)];
+    this.workflows = new WorkflowStepper(host.db, (workflowId, error) =>
+      this.fail(`workflow ${workflowId}: step failed; the recovery pass will redo it`, error),
+    );
+    this.finishHooks = [(written) => this.workflows.add(written)];
     this.parts = assemble(host, this.config, this.logger, {
       accepting: () => this.state === 'running',
       emit: this.emit.bind(this),
@@ -136,6 +140,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
     for (const service of services) await service.stop();
     await leader.stop();
     await Promise.allSettled([...this.following]);
+    await this.workflows.idle();
     await listener.stop();
     await pool?.close();
     this.state = 'stopped';

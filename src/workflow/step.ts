@@ -28,6 +28,7 @@ import {
   WorkflowNodeListReady,
   WorkflowNodeRecount,
   WorkflowNodeSettle,
+  WorkflowNodeSettleAll,
   WorkflowNodeSummaries,
 } from '../db/workflows.js';
 import type { NodeSummaryRow, WorkflowNodeStatus, WorkflowRow, WorkflowStatus } from '../db/workflows.js';
@@ -61,35 +62,58 @@ export function stepWorkflow(db: Database, workflowId: string, options: StepOpti
 }
 
 /**
- * Follows a batch of written outcomes: every workflow with a node among them takes one step. Retries (status
- * PENDING) are not outcomes of the node and are skipped. A transient failure (deadlock, serialization, lost
- * connection) is retried a few times; a step that still fails is left to the recovery pass, and the others
- * go on. Throws an AggregateError naming the workflows that could not be stepped.
+ * Follows written outcomes: every workflow with a node among them takes a step. Steps of one workflow never run
+ * side by side here: nodes that finish while a step of their workflow is under way wait for it and go together
+ * into the next one, so a wide workflow whose tasks finish in many small batches takes a few large steps rather
+ * than queueing many small ones on its row lock. A few workflows step at once. Retries (status PENDING) are not
+ * outcomes of a node and are skipped. A transient failure is retried a few times; a step that still fails is
+ * left to the recovery pass and reported through `onError`.
  */
-export async function advanceWorkflows(db: Database, written: TaskFinishRow[]): Promise<void> {
-  const byWorkflow = new Map<string, number[]>();
-  for (const row of written) {
-    if (row.workflow_id === null || row.workflow_node === null || row.status === 'PENDING') continue;
-    const nodes = byWorkflow.get(row.workflow_id) ?? [];
-    nodes.push(row.workflow_node);
-    byWorkflow.set(row.workflow_id, nodes);
-  }
-  if (byWorkflow.size === 0) return;
-  const failures: unknown[] = [];
-  const queue = [...byWorkflow];
-  // A few workflows at once: each holds a pooled connection for its transaction.
-  const lanes = Array.from({ length: Math.min(4, queue.length) }, async () => {
-    for (let next = queue.shift(); next; next = queue.shift()) {
-      const [id, nodes] = next;
-      try {
-        await withRetries(() => stepWorkflow(db, id, { nodes }));
-      } catch (error) {
-        failures.push(new Error(`workflow ${id}: step failed`, { cause: error }));
-      }
+export class WorkflowStepper {
+  private readonly waiting = new Map<string, Set<number>>();
+  private readonly stepping = new Set<string>();
+  private readonly idleWaiters: (() => void)[] = [];
+
+  constructor(
+    private readonly db: Database,
+    private readonly onError: (workflowId: string, error: unknown) => void,
+    private readonly lanes = 4,
+  ) {}
+
+  /** Queues the nodes of written outcomes for a step of their workflows. */
+  add(written: TaskFinishRow[]): void {
+    for (const row of written) {
+      if (row.workflow_id === null || row.workflow_node === null || row.status === 'PENDING') continue;
+      const nodes = this.waiting.get(row.workflow_id) ?? new Set<number>();
+      nodes.add(row.workflow_node);
+      this.waiting.set(row.workflow_id, nodes);
     }
-  });
-  await Promise.all(lanes);
-  if (failures.length > 0) throw new AggregateError(failures, `${failures.length} workflow step(s) failed`);
+    this.pump();
+  }
+
+  /** Resolves once every queued node has been stepped (or given up on). */
+  idle(): Promise<void> {
+    if (this.waiting.size === 0 && this.stepping.size === 0) return Promise.resolve();
+    return new Promise((resolve) => this.idleWaiters.push(resolve));
+  }
+
+  private pump(): void {
+    for (const [id, nodes] of this.waiting) {
+      if (this.stepping.size >= this.lanes) return;
+      if (this.stepping.has(id)) continue;
+      this.waiting.delete(id);
+      this.stepping.add(id);
+      void withRetries(() => stepWorkflow(this.db, id, { nodes: [...nodes] }))
+        .catch((error: unknown) => this.onError(id, error))
+        .finally(() => {
+          this.stepping.delete(id);
+          this.pump();
+          if (this.waiting.size === 0 && this.stepping.size === 0) {
+            for (const resolve of this.idleWaiters.splice(0)) resolve();
+          }
+        });
+    }
+  }
 }
 
 async function withRetries<T>(fn: () => Promise<T>): Promise<T> {
@@ -108,11 +132,15 @@ async function step(
   workflowId: string,
   options: StepOptions,
 ): Promise<StepResult> {
-  const [workflow] = await db.run(WorkflowLock, { id: workflowId }, tx);
+  // A step is redone by recovery if a crash undoes it: its commit need not wait for the disk.
+  const [workflow] = await db.run(WorkflowLock, { id: workflowId, waitForFlush: false }, tx);
   if (!workflow) return { settled: 0, enqueued: 0, status: null };
   if (TERMINAL_WORKFLOW.includes(workflow.status))
     return { settled: 0, enqueued: 0, status: workflow.status };
-  const settled = await db.run(WorkflowNodeSettle, { workflowId, nodes: options.nodes }, tx);
+  const settled =
+    options.nodes === null
+      ? await db.run(WorkflowNodeSettleAll, { workflowId }, tx)
+      : await db.run(WorkflowNodeSettle, { workflowId, nodes: options.nodes }, tx);
   let status = workflow.status;
   if (workflow.on_error === 'pause' && status === 'RUNNING' && settled.some((n) => n.status === 'FAILED')) {
     status = 'PAUSED';

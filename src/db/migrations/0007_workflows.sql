@@ -83,6 +83,10 @@ CREATE TABLE {{schema}}.horsies_workflow_tasks (
   completed_at timestamptz,
   created_at timestamptz NOT NULL DEFAULT now(),
   updated_at timestamptz NOT NULL DEFAULT now(),
+  -- The node's key for the step's lookups. Every index of this table leads with workflow_id, and a planner that
+  -- thinks a workflow has two nodes (a young table, a generic plan) reads all of a 10,000-node workflow's rows
+  -- to find ten of them; a lookup by this key has one index to use and finds exactly the rows asked for.
+  node_key text GENERATED ALWAYS AS (workflow_id || ':' || node_index) STORED,
   PRIMARY KEY (workflow_id, node_index),
   CONSTRAINT horsies_workflow_tasks_node_id_key UNIQUE (workflow_id, node_id),
   CONSTRAINT horsies_workflow_tasks_status_check
@@ -100,7 +104,8 @@ CREATE TABLE {{schema}}.horsies_workflow_tasks (
            AND deps_completed + deps_failed + deps_skipped <= cardinality(dependencies))
 );
 
--- Nodes by their task (the finish step arrives with task ids; recovery joins nodes with their tasks).
+CREATE UNIQUE INDEX horsies_workflow_tasks_node_key_idx ON {{schema}}.horsies_workflow_tasks (node_key);
+-- Nodes by their task (recovery and listings join nodes with their tasks).
 CREATE INDEX horsies_workflow_tasks_task_idx
   ON {{schema}}.horsies_workflow_tasks (task_id) WHERE task_id IS NOT NULL;
 -- Nodes not yet terminal, for the recovery pass.
