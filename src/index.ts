@@ -44,6 +44,27 @@ export { WorkflowHandle } from './workflow/WorkflowHandle.js';
 export type { WorkflowNodeInfo } from './workflow/WorkflowHandle.js';
 export type { Ref, Wired } from './workflow/refs.js';
 export type { WorkflowNodeStatus, WorkflowStatus } from './db/workflows.js';
+export { Scheduler, slotTaskId } from './scheduler/Scheduler.js';
+export type {
+  FailedSlot,
+  SchedulerConfig,
+  SchedulerEvents,
+  SchedulerResult,
+  SentSlot,
+} from './scheduler/Scheduler.js';
+export { declareSchedules } from './scheduler/declare.js';
+export type { DeclareOptions, Schedule, ScheduleConfig, SchedulableTask } from './scheduler/declare.js';
+export type {
+  CronPattern,
+  DailyPattern,
+  HourlyPattern,
+  IntervalPattern,
+  MonthlyPattern,
+  SchedulePattern,
+  WeeklyPattern,
+  Weekday,
+} from './scheduler/patterns.js';
+export type { ScheduleInfo } from './scheduler/operations.js';
 export type { WorkerEvents, WorkerHost } from './worker/Worker.js';
 export type { WorkerConfig } from './worker/config.js';
 export {

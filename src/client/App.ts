@@ -10,7 +10,11 @@ import { Database } from '../db/Database.js';
 import { migrate } from '../db/Migrator.js';
 import type { MigrateResult } from '../db/Migrator.js';
 import { AttemptListByTask, TaskGet } from '../db/tasks.js';
-import { ConfigError, UnknownQueueError } from '../errors.js';
+import { ConfigError, HorsiesError, UnknownQueueError } from '../errors.js';
+import { declareSchedules } from '../scheduler/declare.js';
+import type { ScheduleConfig } from '../scheduler/declare.js';
+import { listSchedules, pauseSchedule, resumeSchedule, triggerSchedule } from '../scheduler/operations.js';
+import type { ScheduleInfo } from '../scheduler/operations.js';
 import type { TaskResult } from '../errors.js';
 import type { TaskInfo, TaskStatus } from '../types.js';
 import { parseConfig } from '../config.js';
@@ -79,6 +83,7 @@ export class App implements HandleHost {
   private readonly sendContext: SendContext;
   private readonly waiter: ResultWaiter;
   private readonly otherWaiters = new Map<OutcomeSource, ResultWaiter>();
+  private readonly scheduleConfigs: ScheduleConfig[];
   private closed = false;
 
   constructor(config: AppConfig = {}) {
@@ -103,6 +108,7 @@ export class App implements HandleHost {
       maxPayloadBytes: this.config.maxPayloadBytes,
     };
     this.waiter = new ResultWaiter(this.db, { pollIntervalMs: this.config.resultPollIntervalMs });
+    this.scheduleConfigs = [...this.config.schedules];
   }
 
   /** Defines a task. The input type comes from the schema, the result type from the handler. */
@@ -201,6 +207,48 @@ export class App implements HandleHost {
   /** Resumes a paused queue. */
   resumeQueue(queue: string): Promise<void> {
     return setQueuePaused(this.db, queue, false);
+  }
+
+  /**
+   * Declares a recurring task (see `docs/scheduler.md`). Checked at once against the app's tasks and queues,
+   * with the others declared so far: one ConfigError lists every problem. Declare schedules before starting
+   * workers or a scheduler.
+   */
+  schedule(config: ScheduleConfig): void {
+    declareSchedules([...this.scheduleConfigs, config], { tasks: this.registry, queues: this.config.queues });
+    this.scheduleConfigs.push(config);
+  }
+
+  /** The declared schedules, from the config and `schedule()`. */
+  get schedules(): readonly ScheduleConfig[] {
+    return this.scheduleConfigs;
+  }
+
+  /** Every schedule with a state row or a declaration: next and last runs, paused, orphaned. */
+  listSchedules(): Promise<ScheduleInfo[]> {
+    return listSchedules(this.db, { schedules: this.declaredSchedules() });
+  }
+
+  /** Sends one run of a declared schedule now, outside its slots. */
+  triggerSchedule(name: string): Promise<{ taskId: string }> {
+    const schedule = this.declaredSchedules().find((s) => s.name === name);
+    if (!schedule)
+      return Promise.reject(new HorsiesError('SCHEDULE_NOT_FOUND', `no schedule "${name}" in the app`));
+    return triggerSchedule(this.db, schedule);
+  }
+
+  /** Pauses a schedule cluster-wide: no scheduler sends its slots until it is resumed. */
+  pauseSchedule(name: string): Promise<void> {
+    return pauseSchedule(this.db, name, { declared: this.scheduleConfigs.map((s) => s.name) });
+  }
+
+  /** Resumes a paused schedule at its next slot. */
+  resumeSchedule(name: string): Promise<void> {
+    return resumeSchedule(this.db, name, { declared: this.scheduleConfigs.map((s) => s.name) });
+  }
+
+  private declaredSchedules() {
+    return declareSchedules(this.scheduleConfigs, { tasks: this.registry, queues: this.config.queues });
   }
 
   /** @internal Used by handles. */

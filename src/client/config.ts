@@ -9,6 +9,7 @@ import type { RecoveryConfig } from '../recovery/config.js';
 import { policyFields } from './policy.js';
 import type { ErrorCodeMap } from './policy.js';
 import type { RetryPolicy } from '../retry.js';
+import type { ScheduleConfig } from '../scheduler/declare.js';
 
 /** A queue with settings. */
 export interface QueueConfig {
@@ -49,6 +50,11 @@ export interface AppConfig {
   logger?: Logger;
   /** Default retry policy of every task (a task's own fields win). Default: no retries. */
   retry?: RetryPolicy;
+  /**
+   * Recurring tasks, run by the workers' maintenance leader (or `horsies scheduler`). Each is checked when the
+   * first worker or scheduler starts; `app.schedule()` adds one and checks it at once. Default: none.
+   */
+  schedules?: ScheduleConfig[];
   /** Default execution timeout of every task. Default: none. */
   timeoutMs?: number;
   /** Error classes to codes, consulted after the task's own map. */
@@ -114,6 +120,11 @@ const appConfigSchema = z
       .custom<Logger>((v) => typeof v === 'object' && v !== null && 'child' in v, 'must be a pino logger')
       .optional(),
     retry: policyFields.retry,
+    schedules: z
+      .array(
+        z.custom<ScheduleConfig>((v) => typeof v === 'object' && v !== null, 'must be a schedule object'),
+      )
+      .default([]),
     timeoutMs: policyFields.timeoutMs,
     errorCodes: policyFields.errorCodes,
     recovery: recoveryConfigSchema.default(() => recoveryConfigSchema.parse({})),

@@ -26,6 +26,18 @@ export interface MaintenanceLeaderOptions {
   checkIntervalMs: number;
 }
 
+/** A service of the leader with a timer of its own (the scheduler), started on election and stopped on loss. */
+export interface LeaderLoop {
+  start(): void;
+  stop(): Promise<void> | void;
+}
+
+/** A service of the leader with a timer of its own (the scheduler), started on election and stopped on loss. */
+export interface LeaderLoop {
+  start(): void;
+  stop(): Promise<void> | void;
+}
+
 /** Campaigns for the maintenance leadership and runs the services while it holds it. */
 export class MaintenanceLeader extends EventEmitter<MaintenanceLeaderEvents> {
   private readonly elector: Elector;
@@ -36,6 +48,7 @@ export class MaintenanceLeader extends EventEmitter<MaintenanceLeaderEvents> {
     options: MaintenanceLeaderOptions,
     services: MaintenanceService[],
     logger: Logger,
+    private readonly loops: readonly LeaderLoop[] = [],
   ) {
     super();
     this.maintainer = new Maintainer(services, { checkIntervalMs: options.checkIntervalMs }, logger);
@@ -47,10 +60,12 @@ export class MaintenanceLeader extends EventEmitter<MaintenanceLeaderEvents> {
     );
     this.elector.on('leader:elected', () => {
       this.maintainer.start();
+      for (const loop of this.loops) loop.start();
       this.emit('leader:elected');
     });
     this.elector.on('leader:lost', () => {
       void this.maintainer.stop();
+      for (const loop of this.loops) void loop.stop();
       this.emit('leader:lost');
     });
   }
@@ -74,5 +89,6 @@ export class MaintenanceLeader extends EventEmitter<MaintenanceLeaderEvents> {
   async stop(): Promise<void> {
     await this.elector.stop();
     await this.maintainer.stop();
+    await Promise.all(this.loops.map((loop) => loop.stop()));
   }
 }

@@ -25,6 +25,8 @@ import { Heartbeater } from './Heartbeater.js';
 import { Producer } from './Producer.js';
 import { StateReporter } from './StateReporter.js';
 import { ThreadPool } from './ThreadPool.js';
+import { Scheduler } from '../scheduler/Scheduler.js';
+import type { ScheduleConfig } from '../scheduler/declare.js';
 
 /** What a worker needs of the app it runs: an `App` is one. */
 export interface WorkerHost {
@@ -35,6 +37,8 @@ export interface WorkerHost {
     ResolvedAppConfig,
     'queues' | 'queueConfigs' | 'clusterWideCap' | 'capMode' | 'prefetchBuffer' | 'recovery' | 'errorCodes'
   >;
+  /** Recurring tasks the maintenance leader sends. Default: none. */
+  readonly schedules?: readonly ScheduleConfig[];
 }
 
 /** Events a worker emits; tests and monitoring await them. */
@@ -225,11 +229,24 @@ export function assemble(
       onError: (error) => sink.fail('cancel poll failed', error),
     },
   );
+  // The scheduler keeps its own timer (a slot is due to the second, maintenance runs every 30 s by default).
+  const scheduler =
+    (host.schedules?.length ?? 0) > 0
+      ? new Scheduler(db, {
+          schedules: host.schedules ?? [],
+          tasks,
+          queues: app.queues,
+          logger,
+          clock: cfg.clock,
+        })
+      : null;
+  scheduler?.on('scheduler:ran', (result) => sink.emit('maintenance:ran', 'scheduler', result));
   const leader = new MaintenanceLeader(
     db,
     { candidateId: identity.workerId, checkIntervalMs: app.recovery.checkIntervalMs },
     maintenanceServices({ db, recovery: app.recovery, clock: cfg.clock, afterFinish: sink.afterFinish }),
     logger,
+    scheduler ? [scheduler] : [],
   );
   for (const event of ['leader:elected', 'leader:lost'] as const) leader.on(event, () => sink.emit(event));
   leader.on('maintenance:ran', (service, result) => sink.emit('maintenance:ran', service, result));
