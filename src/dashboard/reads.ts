@@ -21,6 +21,7 @@ import {
   DashboardPendingStats,
   DashboardQueueStates,
   DashboardRecentFinished,
+  DashboardRetryingPage,
   DashboardThroughput,
   DashboardWorkers,
 } from '../db/dashboard.js';
@@ -81,7 +82,6 @@ const FINISHED_STATUSES: Partial<Record<TaskTab, string[] | null>> = {
 const PENDING_VIEWS: Partial<Record<TaskTab, PendingView>> = {
   pending: 'all',
   scheduled: 'scheduled',
-  retrying: 'retrying',
 };
 
 function encodeCursor(values: unknown[]): string {
@@ -132,6 +132,19 @@ export async function readTaskPage(db: Database, q: TaskListQuery): Promise<Task
       afterId: (c?.[3] as string) ?? null,
     });
     return page(rows, limit, (r) => [r.queue_name, r.priority, r.sort_at, r.id]);
+  }
+  if (q.tab === 'retrying') {
+    const c = decodeCursor(q.cursor, ['string', 'string']);
+    const rows = await db.run(DashboardRetryingPage, {
+      queue: q.queue,
+      taskName: q.taskName,
+      from: q.from,
+      to: q.to,
+      limit: fetch,
+      afterEnqueuedAt: (c?.[0] as string) ?? null,
+      afterId: (c?.[1] as string) ?? null,
+    });
+    return page(rows, limit, (r) => [r.sort_at, r.id]);
   }
   if (q.tab === 'running') {
     const c = decodeCursor(q.cursor, ['string', 'string']);
@@ -308,7 +321,7 @@ export async function readWorkers(db: Database): Promise<object[]> {
   return rows.map((w) => ({ ...w, stale: w.age_ms > LIVE_WORKER_WINDOW_MS }));
 }
 
-/** FAILED tasks grouped by task, queue and error code (the dead-letter page). */
+/** Dead letters (FAILED, CANCELLED, EXPIRED) grouped by task, queue and error code (the dead-letter page). */
 export function readDeadLetterGroups(db: Database): Promise<object[]> {
   return db.run(DashboardDeadLetterGroups, {});
 }

@@ -6,8 +6,10 @@
  * - Claimed and running tasks: `horsies_tasks_in_flight_idx` (a small set, sorted after the scan).
  * - Finished tasks, newest first: `horsies_tasks_finished_idx`; with a queue, a task name or an error code, the
  *   index that leads with that column (`horsies_tasks_finished_queue_idx`, `..._finished_name_idx`,
- *   `..._finished_error_idx`); the dead-letter statuses alone, `horsies_tasks_dead_letter_idx`. Keyset on
- *   (finished_at, id).
+ *   `..._dead_letter_error_idx`); the dead-letter statuses alone, `horsies_tasks_dead_letter_idx`. Keyset on
+ *   (finished_at, id). Which one a list uses is decided per request, and the dashboard runs these statements
+ *   unprepared, so the planner sees the value: a common queue or name is walked faster through the time index.
+ * - Retrying tasks, by their next attempt: `horsies_tasks_retrying_idx`.
  *
  * Optional filters use COALESCE bounds or `IS NULL OR` guards on columns the chosen index does not lead with, so
  * a generic plan of the prepared statement walks the same index as a custom one. Counts of finished tasks cover
@@ -100,16 +102,19 @@ export const DashboardFinishedPageByQueue = finishedPage(
 );
 /** Finished tasks of one task name (`$3` set): `horsies_tasks_finished_name_idx`. */
 export const DashboardFinishedPageByName = finishedPage('DashboardFinishedPageByName', ' AND task_name = $3');
-/** Finished tasks with one error code (`$4` set): `horsies_tasks_finished_error_idx`. */
+/**
+ * Dead letters with one error code (`$4` set; completed tasks have none): `horsies_tasks_dead_letter_error_idx`,
+ * or `horsies_tasks_error_code_idx` for a rare code.
+ */
 export const DashboardFinishedPageByError = finishedPage(
   'DashboardFinishedPageByError',
-  ' AND error_code IS NOT NULL AND error_code = $4',
+  ' AND completed_at IS NULL AND error_code = $4',
 );
 /** FAILED, CANCELLED and EXPIRED tasks (the dead-letter set): `horsies_tasks_dead_letter_idx`. */
 export const DashboardDeadLetterPage = finishedPage('DashboardDeadLetterPage', ' AND completed_at IS NULL');
 
 /** Which PENDING tasks a pending list shows. */
-export type PendingView = 'all' | 'ready' | 'scheduled' | 'retrying';
+export type PendingView = 'all' | 'ready' | 'scheduled';
 
 /** Position after the last row of a page of pending tasks, in claim order (null: first page). */
 export interface PendingCursor {
@@ -138,7 +143,6 @@ function pendingPage(name: string, lead: string): ReturnType<typeof statement<Pe
        AND CASE $9::text
              WHEN 'ready' THEN enqueued_at <= now()
              WHEN 'scheduled' THEN enqueued_at > now() AND retry_count = 0
-             WHEN 'retrying' THEN retry_count > 0
              ELSE true
            END
      ORDER BY queue_name, priority, enqueued_at, id
@@ -162,6 +166,34 @@ function pendingPage(name: string, lead: string): ReturnType<typeof statement<Pe
 export const DashboardPendingPage = pendingPage('DashboardPendingPage', '');
 /** PENDING tasks of one queue (`$1` set), in claim order: `horsies_tasks_claim_idx` from that queue on. */
 export const DashboardPendingPageByQueue = pendingPage('DashboardPendingPageByQueue', ' AND queue_name = $1');
+
+/** Position after the last row of a page of retrying tasks (null: first page). */
+export interface RetryingCursor {
+  afterEnqueuedAt: string | null;
+  afterId: string | null;
+}
+
+/**
+ * PENDING tasks that wait for a retry, by the time of their next attempt (a retry sets `enqueued_at` to it):
+ * `horsies_tasks_retrying_idx`.
+ */
+export const DashboardRetryingPage = statement<
+  Omit<TaskListFilter, 'statuses' | 'errorCode'> & RetryingCursor,
+  TaskListRow
+>(
+  'DashboardRetryingPage',
+  `SELECT ${LIST_COLUMNS}, enqueued_at::text AS sort_at
+   FROM {{schema}}.horsies_tasks
+   WHERE retry_count > 0 AND NOT claimed AND finished_at IS NULL
+     AND (enqueued_at, id) > (COALESCE($6::timestamptz, '-infinity'), COALESCE($7::text, ''))
+     AND ($1::text IS NULL OR queue_name = $1)
+     AND ($2::text IS NULL OR task_name = $2)
+     AND enqueued_at >= COALESCE($3::timestamptz, '-infinity')
+     AND enqueued_at < COALESCE($4::timestamptz, 'infinity')
+   ORDER BY enqueued_at, id
+   LIMIT $5`,
+  (p) => [p.queue, p.taskName, p.from, p.to, p.limit, p.afterEnqueuedAt, p.afterId],
+);
 
 /** Position after the last row of a page of claimed or running tasks (null: first page). */
 export interface InFlightCursor {
@@ -318,7 +350,11 @@ export const DashboardQueueStates = statement<
   () => [],
 );
 
-/** FAILED tasks grouped by task, queue and error code: `horsies_tasks_dead_letter_idx`. */
+/**
+ * The dead-letter set (FAILED, CANCELLED, EXPIRED) grouped by task, queue and error code, read from
+ * `horsies_tasks_dead_letter_idx` alone (an index-only scan: the grouped columns are included in it). Cancelled
+ * and expired tasks show as their codes, TASK_CANCELLED and TASK_EXPIRED.
+ */
 export const DashboardDeadLetterGroups = statement<
   Record<string, never>,
   { task_name: string; queue_name: string; error_code: string | null; count: number; last_failed_at: Date }
@@ -326,7 +362,7 @@ export const DashboardDeadLetterGroups = statement<
   'DashboardDeadLetterGroups',
   `SELECT task_name, queue_name, error_code, count(*)::int AS count, max(finished_at) AS last_failed_at
    FROM {{schema}}.horsies_tasks
-   WHERE finished_at IS NOT NULL AND completed_at IS NULL AND status = 'FAILED'
+   WHERE finished_at IS NOT NULL AND completed_at IS NULL
    GROUP BY task_name, queue_name, error_code
    ORDER BY count(*) DESC, task_name, queue_name, error_code
    LIMIT 200`,

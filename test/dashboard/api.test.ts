@@ -44,10 +44,16 @@ describe('task lists', () => {
     const completed = await insertTask({ taskName: 'api.tabs', queue: q, status: 'COMPLETED' });
     const failed = await insertTask({ taskName: 'api.tabs', queue: q, status: 'FAILED' });
     const expired = await insertTask({ taskName: 'api.tabs', queue: q, status: 'EXPIRED' });
+    const retrying = await insertTask({ taskName: 'api.tabs', queue: q, sentAgoMs: -30_000 });
+    await t.query(
+      `UPDATE {{schema}}.horsies_tasks SET retry_count = 1, next_retry_at = enqueued_at WHERE id = $1`,
+      [retrying],
+    );
     const ids = async (name: string): Promise<string[]> =>
       (await tab(`tab=${name}&queue=${q}`)).rows.map((r) => r.id).sort();
-    expect(await ids('pending')).toEqual([pending, scheduled].sort());
+    expect(await ids('pending')).toEqual([pending, scheduled, retrying].sort());
     expect(await ids('scheduled')).toEqual([scheduled]);
+    expect(await ids('retrying')).toEqual([retrying]);
     expect(await ids('running')).toEqual([running]);
     expect(await ids('completed')).toEqual([completed]);
     expect(await ids('failed')).toEqual([failed]);

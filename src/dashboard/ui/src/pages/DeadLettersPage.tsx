@@ -1,4 +1,7 @@
-/** Dead letters: FAILED tasks grouped by task, queue and error code; resubmit a group or any filter in bulk. */
+/**
+ * Dead letters: FAILED, CANCELLED and EXPIRED tasks grouped by task, queue and error code; resubmit a group, or
+ * everything a filter matches, in bulk.
+ */
 import type { JSX } from 'preact';
 import type { DeadLetterGroup } from '../api.js';
 import { ActionMessage, useAction } from '../components.js';
@@ -7,7 +10,7 @@ import { useApi } from '../hooks.js';
 import type { PageProps } from '../main.js';
 
 function tasksLink(g: { task_name: string; queue_name: string; error_code: string | null }): string {
-  const q = new URLSearchParams({ tab: 'failed', task: g.task_name, queue: g.queue_name });
+  const q = new URLSearchParams({ tab: 'dead', task: g.task_name, queue: g.queue_name });
   if (g.error_code) q.set('error', g.error_code);
   return `#/tasks?${q.toString()}`;
 }
@@ -76,7 +79,7 @@ export function DeadLettersPage(props: PageProps): JSX.Element {
             <th>queue</th>
             <th>error code</th>
             <th class="num">tasks</th>
-            <th>last failed</th>
+            <th>last</th>
             {props.config.actions ? <th /> : null}
           </tr>
         </thead>
@@ -100,7 +103,12 @@ export function DeadLettersPage(props: PageProps): JSX.Element {
                     onClick={() =>
                       run(
                         'dead-letters/resubmit',
-                        { taskName: g.task_name, queue: g.queue_name, errorCode: g.error_code ?? undefined },
+                        {
+                          status: ['FAILED', 'CANCELLED', 'EXPIRED'],
+                          taskName: g.task_name,
+                          queue: g.queue_name,
+                          errorCode: g.error_code ?? undefined,
+                        },
                         'resubmitted',
                       )
                     }
