@@ -2,7 +2,8 @@
  * Draws a workflow's graph as text, in layers: a node's depth is the longest path to it from a root, so every
  * node's dependencies sit in layers above it. Each node is one line (id, task, status, what it waits for, join
  * rule); a layer of more than `maxPerLayer` nodes is summarised (counts by status and by task, what its nodes
- * wait for, and the first few that failed or run), so a workflow of 10,000 nodes stays readable.
+ * wait for, and the first few that failed or run), so a workflow of 10,000 nodes stays readable. A graph of more
+ * than `maxLayers` layers (a long chain) draws each run of consecutive layers that share one status as one line.
  */
 import { formatTable } from './format.js';
 
@@ -28,6 +29,11 @@ export interface RenderOptions {
   maxPerLayer?: number;
   /** Dependencies named per node before the rest are counted. Default 4. */
   maxDependencies?: number;
+  /**
+   * With more layers than this (a long chain), runs of consecutive layers whose nodes all have one status are
+   * drawn as one line each. Default 40.
+   */
+  maxLayers?: number;
 }
 
 /**
@@ -141,9 +147,32 @@ export function renderDag(nodes: readonly DagNode[], options: RenderOptions = {}
   const depthOf = new Map<number, number>();
   grouped.forEach((layer, depth) => layer.forEach((index) => depthOf.set(index, depth)));
   const sizes = grouped.map((layer) => layer.length);
+  const maxLayers = options.maxLayers ?? 40;
+  // The one status of every node of a layer, or null; only looked at when the graph is too deep to draw whole.
+  const uniform = grouped.map((layer) => {
+    const first = byIndex.get(layer[0]!)!.status;
+    return grouped.length > maxLayers && layer.every((i) => byIndex.get(i)!.status === first) ? first : null;
+  });
   const out: string[] = [];
-  grouped.forEach((layer, depth) => {
-    const members = layer.map((i) => byIndex.get(i)!);
+  for (let depth = 0; depth < grouped.length; depth += 1) {
+    const status = uniform[depth];
+    let end = depth;
+    while (status != null && uniform[end + 1] === status) end += 1;
+    if (end > depth) {
+      const members = grouped.slice(depth, end + 1).flat();
+      out.push(
+        `depth ${depth}–${end}: ${plural(members.length, 'node')} in ${end - depth + 1} layers, all ${status}`,
+      );
+      out.push(`  tasks: ${counts(members.map((i) => byIndex.get(i)!.task))}`);
+      depth = end;
+      continue;
+    }
+    renderLayer(depth);
+  }
+  return out.join('\n');
+
+  function renderLayer(depth: number): void {
+    const members = grouped[depth]!.map((i) => byIndex.get(i)!);
     out.push(`depth ${depth}: ${plural(members.length, 'node')}: ${counts(members.map((n) => n.status))}`);
     if (members.length <= maxPerLayer) {
       const table = formatTable(
@@ -173,6 +202,5 @@ export function renderDag(nodes: readonly DagNode[], options: RenderOptions = {}
       const more = some.length > 5 ? ` and ${(some.length - 5).toLocaleString('en-US')} more` : '';
       out.push(`  ${status.toLowerCase()}: ${shown.join(', ')}${more}`);
     }
-  });
-  return out.join('\n');
+  }
 }

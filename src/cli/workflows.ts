@@ -186,19 +186,33 @@ export function addWorkflowCommands(program: Command): void {
         .argParser(positiveInt)
         .default(40),
     )
+    .addOption(
+      new Option('--max-layers <n>', 'beyond this many layers, draw runs of layers of one status as one line')
+        .argParser(positiveInt)
+        .default(40),
+    )
     .option('--json', 'print the workflow and its nodes as JSON')
-    .action(async (id: string, options: ConnectionOptions & { maxPerLayer: number; json?: boolean }) => {
-      await withApp(options, async (app) => {
-        const [row] = await app.db.run(WorkflowGet, { id });
-        if (!row) throw notFound(id);
-        const nodes = (await app.db.run(WorkflowNodeGraph, { workflowId: id })).map(toDagNode);
-        if (options.json) {
-          console.log(JSON.stringify({ ...toJson(row), nodes }, null, 2));
-          return;
-        }
-        console.log(
-          [...describeWorkflow(row), '', renderDag(nodes, { maxPerLayer: options.maxPerLayer })].join('\n'),
-        );
-      });
-    });
+    .action(
+      async (
+        id: string,
+        options: ConnectionOptions & { maxPerLayer: number; maxLayers: number; json?: boolean },
+      ) => {
+        await withApp(options, async (app) => {
+          const [row] = await app.db.run(WorkflowGet, { id });
+          if (!row) throw notFound(id);
+          const nodes = (await app.db.run(WorkflowNodeGraph, { workflowId: id })).map(toDagNode);
+          if (options.json) {
+            console.log(JSON.stringify({ ...toJson(row), nodes }, null, 2));
+            return;
+          }
+          console.log(
+            [
+              ...describeWorkflow(row),
+              '',
+              renderDag(nodes, { maxPerLayer: options.maxPerLayer, maxLayers: options.maxLayers }),
+            ].join('\n'),
+          );
+        });
+      },
+    );
 }

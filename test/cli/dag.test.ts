@@ -108,6 +108,23 @@ describe('renderDag', () => {
     expect(renderDag(nodes)).toMatch(/join\s+noop\s+COMPLETED\s+r1, r2, r3, r4 and 3 more\s+any/);
   });
 
+  it('draws a long chain as runs of layers that share a status, around the nodes that differ', () => {
+    const chain = Array.from({ length: 500 }, (_, i) =>
+      node(i, `c${i}`, i === 0 ? [] : [i - 1], {
+        status: i < 300 ? 'COMPLETED' : i === 300 ? 'RUNNING' : 'PENDING',
+      }),
+    );
+    const lines = renderDag(chain).split('\n');
+    expect(lines[0]).toBe('depth 0–299: 300 nodes in 300 layers, all COMPLETED');
+    expect(lines[1]).toBe('  tasks: noop 300');
+    expect(lines[2]).toBe('depth 300: 1 node: RUNNING 1');
+    expect(lines).toContainEqual(expect.stringMatching(/^ {2}c300\s+noop\s+RUNNING\s+c299\s+all$/));
+    expect(lines.at(-2)).toBe('depth 301–499: 199 nodes in 199 layers, all PENDING');
+    expect(lines).toHaveLength(8);
+    // A graph within maxLayers is drawn whole.
+    expect(renderDag(chain.slice(0, 30)).split('\n')).toHaveLength(30 * 4);
+  });
+
   it('says so for a graph without nodes', () => {
     expect(renderDag([])).toBe('(no nodes)');
   });
