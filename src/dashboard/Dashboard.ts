@@ -193,6 +193,10 @@ function json(res: ServerResponse, status: number, body: unknown): void {
 }
 
 function readJsonBody(req: IncomingMessage): Promise<unknown> {
+  // Mounted behind a body parser (express.json(), Fastify's own), the body was read already: use what it parsed.
+  const parsed = (req as { body?: unknown }).body;
+  if (parsed !== undefined) return Promise.resolve(parsed ?? {});
+  if (req.readableEnded) return Promise.resolve({});
   return new Promise((resolve, reject) => {
     let size = 0;
     const chunks: Buffer[] = [];

@@ -2,7 +2,10 @@
  * The dashboard's JSON API and event stream against a real database: rows made with the factories, read back
  * through each tab and filter, pages walked by cursor, actions refused without the token and applied with it.
  */
-import { describe, expect, it } from 'vitest';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterAll, describe, expect, it } from 'vitest';
+import { createDashboard } from '../../src/dashboard/Dashboard.js';
 import { factoriesFor } from '../support/factories.js';
 import { eventually, useTestSchema } from '../support/db.js';
 import { serveDashboard } from './support.js';
@@ -278,6 +281,53 @@ describe('actions', () => {
     expect((await withActions.post('api/queues/pausable/resume', {}, auth)).status).toBe(200);
     expect(await paused()).toBe(false);
     expect((await withActions.post('api/queues/Not A Queue/pause', {}, auth)).status).toBe(400);
+  });
+});
+
+describe('mounted like Express', () => {
+  it('serves under a stripped mount path and takes a body a parser already read', async () => {
+    // What Express does for app.use('/admin/jobs', handle) behind express.json(): req.url loses the mount path,
+    // req.originalUrl keeps it, and the body stream is consumed into req.body.
+    const dashboard = createDashboard(app, { token: TOKEN });
+    const server = createServer((req, res) => {
+      const original = req.url ?? '/';
+      if (!original.startsWith('/admin/jobs')) return void res.writeHead(404).end();
+      const chunks: Buffer[] = [];
+      req.on('data', (c: Buffer) => chunks.push(c));
+      req.on('end', () => {
+        const text = Buffer.concat(chunks).toString();
+        Object.assign(req, {
+          originalUrl: original,
+          url: original.slice('/admin/jobs'.length) || '/',
+          body: text ? JSON.parse(text) : {},
+        });
+        dashboard.handle(req, res);
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    afterAll(async () => {
+      await dashboard.close();
+      server.closeAllConnections();
+      server.close();
+    });
+    const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}/admin/jobs`;
+    const bare = await fetch(base, { redirect: 'manual' });
+    expect(bare.status).toBe(308);
+    expect(bare.headers.get('location')).toBe('/admin/jobs/');
+    expect(await (await fetch(`${base}/`)).text()).toContain('<div id="app">');
+    const failed = await insertTasks({
+      taskName: 'api.express',
+      status: 'FAILED',
+      errorCode: 'E_EXPRESS',
+      count: 2,
+    });
+    const res = await fetch(`${base}/api/dead-letters/resubmit`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-horsies-token': TOKEN },
+      body: JSON.stringify({ taskName: 'api.express', errorCode: 'E_EXPRESS' }),
+    });
+    expect(res.status).toBe(200);
+    expect(((await res.json()) as { ids: string[] }).ids.sort()).toEqual([...failed].sort());
   });
 });
 
