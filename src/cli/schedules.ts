@@ -31,14 +31,14 @@ function positiveInt(value: string): number {
   return n;
 }
 
-/** The declared schedules of the app module: `app.schedules`, else the module's `schedules` export. */
+/** The declared schedules of the app module: `app.schedules` when it has some, else the module's `schedules` export. */
 async function loadSchedules(
   modulePath: string,
   exportName?: string,
 ): Promise<{ app: App; configs: ScheduleConfig[]; schedules: Schedule[] }> {
   const app = await loadApp(modulePath, exportName);
-  let configs = (app as unknown as { schedules?: unknown }).schedules;
-  if (!Array.isArray(configs)) {
+  let configs: unknown = app.schedules;
+  if (app.schedules.length === 0) {
     const mod = (await import(pathToFileURL(resolve(modulePath)).href)) as { schedules?: unknown };
     configs = mod.schedules;
   }

@@ -120,6 +120,10 @@ describe('schema after a fresh migrate', () => {
         'run_count',
         'config_hash',
         'updated_at',
+        // Migration 8: pause and the last failed send.
+        'paused',
+        'last_error',
+        'last_error_at',
       ].sort(),
     );
   });
