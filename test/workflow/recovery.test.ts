@@ -6,6 +6,7 @@
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { ManualClock } from '../../src/clock.js';
+import { Retainer } from '../../src/recovery/Retainer.js';
 import { WorkflowRecovery } from '../../src/workflow/WorkflowRecovery.js';
 import { workflow } from '../../src/workflow/WorkflowDefinition.js';
 import type { WorkflowHandle } from '../../src/workflow/WorkflowHandle.js';
@@ -182,5 +183,39 @@ describe('the workflow recovery pass', () => {
     const now = new WorkflowRecovery(app.db, { graceMs: 30_000, batchSize: 100 });
     expect((await now.runOnce()).repaired.map((r) => r.id)).not.toContain(handle.id);
     expect((await nodes(handle)).a?.status).toBe('ENQUEUED');
+  });
+});
+
+describe('retention of workflows', () => {
+  it('prunes terminal workflows finished longer ago than terminalRecordRetentionHours, with their nodes', async () => {
+    const old = await chain.start();
+    const recent = await chain.start();
+    const live = await chain.start();
+    for (const handle of [old, recent]) {
+      await t.query(
+        `UPDATE {{schema}}.horsies_workflow_tasks
+         SET status = 'COMPLETED', result = '{"ok": 1}', completed_at = now() WHERE workflow_id = $1`,
+        [handle.id],
+      );
+      await t.query(
+        `UPDATE {{schema}}.horsies_workflows
+         SET status = 'COMPLETED', result = '{"ok": 1}', nodes_terminal = nodes_total, completed_at = $2
+         WHERE id = $1`,
+        [handle.id, handle === old ? new Date(Date.now() - 3 * 3_600_000) : new Date()],
+      );
+    }
+    const result = await new Retainer(app.db, {
+      ...app.config.recovery,
+      terminalRecordRetentionHours: 2,
+    }).runOnce();
+    expect(result.workflows).toBe(1);
+    expect(await old.status()).toBeNull();
+    const [nodesLeft] = await t.query<{ n: number }>(
+      'SELECT count(*)::int AS n FROM {{schema}}.horsies_workflow_tasks WHERE workflow_id = $1',
+      [old.id],
+    );
+    expect(nodesLeft!.n).toBe(0);
+    expect(await recent.status()).toBe('COMPLETED');
+    expect(await live.status()).toBe('RUNNING');
   });
 });
