@@ -184,6 +184,9 @@ describe('dashboard in a browser', () => {
     await eventually(async () => (await rows.first().getAttribute('data-id')) === second);
 
     await page.locator('a[data-tab="failed"]').click();
+    // The filter form is rebuilt for the new tab: fill it only once the tab shows.
+    await page.locator('a[data-tab="failed"].active').waitFor();
+    await page.getByText('No tasks match.').waitFor(); // no images.resize task failed
     await page.locator('input[name="error"]').fill('MAILBOX_FULL');
     await page.locator('input[name="task"]').fill('emails.send');
     await page.getByRole('button', { name: 'Filter' }).click();

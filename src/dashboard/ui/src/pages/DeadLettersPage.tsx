@@ -24,8 +24,9 @@ export function DeadLettersPage(props: PageProps): JSX.Element {
     <section>
       <h1>Dead letters</h1>
       <p class="muted">
-        FAILED tasks by task, queue and error code. A resubmit puts them back to PENDING with a fresh retry
-        budget; attempt numbers continue and the history is kept.
+        Failed, cancelled (TASK_CANCELLED) and expired (TASK_EXPIRED) tasks by task, queue and error code. A
+        resubmit puts them back to PENDING with a fresh retry budget; attempt numbers continue and the history
+        is kept.
       </p>
       <ActionMessage state={action} />
       {props.config.actions ? (
