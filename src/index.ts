@@ -65,6 +65,8 @@ export type {
   Weekday,
 } from './scheduler/patterns.js';
 export type { ScheduleInfo } from './scheduler/operations.js';
+export { createDashboard } from './dashboard/Dashboard.js';
+export type { Dashboard, DashboardOptions, DashboardSource } from './dashboard/Dashboard.js';
 export type { WorkerEvents, WorkerHost } from './worker/Worker.js';
 export type { WorkerConfig } from './worker/config.js';
 export {
