@@ -5,20 +5,13 @@
  */
 import { afterAll, expect, it } from 'vitest';
 import { databaseUrl, eventually, useTestSchema } from '../support/db.js';
-import { importFixture } from '../support/fixtures.js';
+import { createRunsTable, fastRecovery, importFixture } from '../support/fixtures.js';
 import { startWorkerProcess } from '../support/processes.js';
 import type { WorkerProcess } from '../support/processes.js';
 
 const t = await useTestSchema();
-await t.query('CREATE TABLE {{schema}}.test_runs (task_id text NOT NULL, worker_pid int NOT NULL)');
-
-const recovery = {
-  claimerHeartbeatIntervalMs: 100,
-  claimedStaleThresholdMs: 800,
-  runnerHeartbeatIntervalMs: 100,
-  runningStaleThresholdMs: 800,
-  checkIntervalMs: 250,
-};
+await createRunsTable(t);
+const recovery = fastRecovery;
 const fixture = await importFixture({ schema: t.schema }, () => import('../fixtures/app.js'));
 afterAll(() => fixture.app.close());
 

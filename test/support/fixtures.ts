@@ -31,3 +31,21 @@ export async function importFixture<M>(
 export function fixtureModule(file: string): string {
   return new URL(`../fixtures/${file}`, import.meta.url).href;
 }
+
+/**
+ * Recovery settings for tests that kill worker processes: heartbeats every 100 ms, a claim or run stale after
+ * 800 ms, maintenance every 250 ms, workflows repaired after 500 ms untouched.
+ */
+export const fastRecovery = {
+  claimerHeartbeatIntervalMs: 100,
+  claimedStaleThresholdMs: 800,
+  runnerHeartbeatIntervalMs: 100,
+  runningStaleThresholdMs: 800,
+  checkIntervalMs: 250,
+  workflowRecoveryGraceMs: 500,
+};
+
+/** Creates the `test_runs` table the fixture app's handlers record their runs in. */
+export async function createRunsTable(t: { query(sql: string): Promise<unknown> }): Promise<void> {
+  await t.query('CREATE TABLE {{schema}}.test_runs (task_id text NOT NULL, worker_pid int NOT NULL)');
+}

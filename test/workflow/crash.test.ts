@@ -6,20 +6,13 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { workflow } from '../../src/workflow/WorkflowDefinition.js';
 import { databaseUrl, eventually, useTestSchema } from '../support/db.js';
-import { importFixture } from '../support/fixtures.js';
+import { createRunsTable, fastRecovery, importFixture } from '../support/fixtures.js';
 import { startWorkerProcess } from '../support/processes.js';
 import type { WorkerProcess } from '../support/processes.js';
 
 const t = await useTestSchema();
-await t.query('CREATE TABLE {{schema}}.test_runs (task_id text NOT NULL, worker_pid int NOT NULL)');
-const recovery = {
-  claimerHeartbeatIntervalMs: 100,
-  claimedStaleThresholdMs: 800,
-  runnerHeartbeatIntervalMs: 100,
-  runningStaleThresholdMs: 800,
-  checkIntervalMs: 250,
-  workflowRecoveryGraceMs: 500,
-};
+await createRunsTable(t);
+const recovery = fastRecovery;
 const fixture = await importFixture({ schema: t.schema, recovery }, () => import('../fixtures/app.js'));
 afterAll(() => fixture.app.close());
 const env = { databaseUrl: databaseUrl(), schema: t.schema, recovery };
