@@ -13,6 +13,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { App } from '../client/App.js';
 import { isApp } from '../client/App.js';
 import { cancelTask, resubmitTasks, setQueuePaused } from '../client/operations.js';
+import { pauseSchedule, resumeSchedule } from '../scheduler/operations.js';
 import type { TaskFilter } from '../client/operations.js';
 import { Database } from '../db/Database.js';
 import { HorsiesError } from '../errors.js';
@@ -33,6 +34,8 @@ import {
 } from './reads.js';
 import type { TaskTab } from './reads.js';
 import { serveStatic } from './staticFiles.js';
+import { readSchedules, readWorkflow, readWorkflowPage } from './workflowReads.js';
+import type { WorkflowListQuery } from './workflowReads.js';
 
 /** Settings of a dashboard. */
 export interface DashboardOptions {
@@ -75,7 +78,8 @@ const DEFAULT_PAGE = 50;
 
 /** Creates a dashboard over an app's (or a database's) tables. */
 export function createDashboard(source: DashboardSource, options: DashboardOptions = {}): Dashboard {
-  const base = isApp(source) ? source.db : source;
+  const app = isApp(source) ? source : null;
+  const base = app ? app.db : (source as Database);
   // The dashboard's statements go unprepared, so each is planned for its parameters: which index serves a list
   // best depends on the filter's value (a rare task name walks that name's index, a common one the time index),
   // and the generic plan a prepared statement switches to after five runs cannot know it. Planning costs well
@@ -105,6 +109,16 @@ export function createDashboard(source: DashboardSource, options: DashboardOptio
         const task = await readTask(db, second, hideData);
         return task ? json(res, 200, task) : json(res, 404, { error: `no task with id ${second}` });
       }
+      if (parts.length === 1 && first === 'workflows')
+        return json(res, 200, await readWorkflowPage(db, workflowQuery(url)));
+      if (parts.length === 2 && first === 'workflows' && second !== undefined) {
+        const workflow = await readWorkflow(db, second, hideData);
+        return workflow
+          ? json(res, 200, workflow)
+          : json(res, 404, { error: `no workflow with id ${second}` });
+      }
+      if (parts.length === 1 && first === 'schedules')
+        return json(res, 200, { fromApp: app !== null, schedules: await readSchedules(db, app) });
       return json(res, 404, { error: 'no such endpoint' });
     }
     if (method !== 'POST') return json(res, 405, { error: 'method not allowed' });
@@ -134,7 +148,36 @@ export function createDashboard(source: DashboardSource, options: DashboardOptio
       await setQueuePaused(db, second, third === 'pause');
       return json(res, 200, { queue: second, paused: third === 'pause' });
     }
+    if (first === 'schedules' && second !== undefined && parts.length === 3) {
+      if (third === 'trigger') {
+        // A run needs the schedule's task, input and queue: only the app's declaration has them.
+        if (!app)
+          return json(res, 409, {
+            error: 'trigger needs the app: serve the dashboard from the app module to trigger schedules',
+          });
+        return scheduleAction(res, async () => app.triggerSchedule(second));
+      }
+      if (third === 'pause' || third === 'resume') {
+        const paused = third === 'pause';
+        return scheduleAction(res, async () => {
+          if (app) await (paused ? app.pauseSchedule(second) : app.resumeSchedule(second));
+          else await (paused ? pauseSchedule(db, second) : resumeSchedule(db, second));
+          return { schedule: second, paused };
+        });
+      }
+    }
     return json(res, 404, { error: 'no such action' });
+  };
+
+  /** Runs a schedule action; an unknown schedule is a 404. */
+  const scheduleAction = async (res: ServerResponse, action: () => Promise<object>): Promise<void> => {
+    try {
+      json(res, 200, await action());
+    } catch (error) {
+      if (error instanceof HorsiesError && error.code === 'SCHEDULE_NOT_FOUND')
+        return json(res, 404, { error: error.message });
+      throw error;
+    }
   };
 
   const handle = (req: IncomingMessage, res: ServerResponse): void => {
@@ -247,6 +290,17 @@ function taskQuery(url: URL): Parameters<typeof readTaskPage>[1] {
     errorCode: optionalString(url, 'error'),
     from: optionalDate(url, 'from'),
     to: optionalDate(url, 'to'),
+    cursor: optionalString(url, 'cursor'),
+    limit,
+  };
+}
+
+function workflowQuery(url: URL): WorkflowListQuery {
+  const limit = Number(optionalString(url, 'limit') ?? DEFAULT_PAGE);
+  if (!Number.isInteger(limit) || limit < 1 || limit > 500) throw new BadRequest('limit must be 1 to 500');
+  return {
+    status: optionalString(url, 'status'),
+    name: optionalString(url, 'name'),
     cursor: optionalString(url, 'cursor'),
     limit,
   };

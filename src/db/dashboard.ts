@@ -382,3 +382,44 @@ export const DashboardHeartbeats = statement<
    LIMIT $2`,
   ({ taskId, limit }) => [taskId, limit],
 );
+
+/** One row of the workflow list: the columns a list shows (no params or result). */
+export interface WorkflowListRow {
+  id: string;
+  name: string;
+  status: string;
+  error_code: string | null;
+  nodes_total: number;
+  nodes_terminal: number;
+  parent_workflow_id: string | null;
+  sent_at: Date;
+  started_at: Date | null;
+  completed_at: Date | null;
+  /** `sent_at` at full (microsecond) precision, for the next page's cursor. */
+  sort_at: string;
+}
+
+/**
+ * Workflows, newest first, optionally of one status and name; keyset on (sent_at, id), the cursor's time as text
+ * so no microsecond is lost between pages.
+ */
+export const DashboardWorkflowPage = statement<
+  {
+    status: string | null;
+    name: string | null;
+    afterSentAt: string | null;
+    afterId: string | null;
+    limit: number;
+  },
+  WorkflowListRow
+>(
+  'DashboardWorkflowPage',
+  `SELECT id, name, status, error_code, nodes_total, nodes_terminal, parent_workflow_id, sent_at, started_at,
+          completed_at, sent_at::text AS sort_at
+   FROM {{schema}}.horsies_workflows
+   WHERE ($1::text IS NULL OR status = $1) AND ($2::text IS NULL OR name = $2)
+     AND (sent_at, id) < (COALESCE($3::timestamptz, 'infinity'), COALESCE($4::text, ''))
+   ORDER BY sent_at DESC, id DESC
+   LIMIT $5`,
+  ({ status, name, afterSentAt, afterId, limit }) => [status, name, afterSentAt, afterId, limit],
+);

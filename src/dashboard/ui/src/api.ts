@@ -164,3 +164,93 @@ export interface DeadLetterGroup {
   count: number;
   last_failed_at: string;
 }
+
+/** A row of the workflow list. */
+export interface WorkflowRow {
+  id: string;
+  name: string;
+  status: string;
+  error_code: string | null;
+  nodes_total: number;
+  nodes_terminal: number;
+  parent_workflow_id: string | null;
+  sent_at: string;
+  started_at: string | null;
+  completed_at: string | null;
+}
+
+/** A node of a workflow's graph. */
+export interface WorkflowNode {
+  index: number;
+  id: string;
+  task: string;
+  status: string;
+  dependencies: number[];
+  join: 'all' | 'any' | 'quorum';
+  minSuccess: number | null;
+  allowFailedDeps: boolean;
+  errorCode: string | null;
+  taskId: string | null;
+}
+
+/** One entry of a drawn graph: a layer of nodes, a layer summarised by counts, or a run of uniform layers. */
+export type WorkflowLayer =
+  | { kind: 'nodes'; depth: number; size: number; counts: Record<string, number>; nodes: WorkflowNode[] }
+  | {
+      kind: 'summary';
+      depth: number;
+      size: number;
+      counts: Record<string, number>;
+      tasks: Record<string, number>;
+      notable: WorkflowNode[];
+    }
+  | {
+      kind: 'run';
+      depth: number;
+      toDepth: number;
+      size: number;
+      status: string;
+      tasks: Record<string, number>;
+    };
+
+/** One workflow with its graph. */
+export interface WorkflowDetail {
+  id: string;
+  name: string;
+  status: string;
+  onError: string;
+  errorCode: string | null;
+  result: unknown;
+  params: unknown;
+  hidden: boolean;
+  nodesTotal: number;
+  nodesTerminal: number;
+  parentWorkflowId: string | null;
+  rootWorkflowId: string;
+  depth: number;
+  sentAt: string;
+  startedAt: string | null;
+  completedAt: string | null;
+  updatedAt: string;
+  counts: Record<string, number>;
+  layers: WorkflowLayer[];
+}
+
+/** One schedule with its state. */
+export interface ScheduleRow {
+  name: string;
+  declared: boolean | null;
+  orphaned: boolean | null;
+  enabled: boolean | null;
+  paused: boolean;
+  task: string | null;
+  pattern: string | null;
+  timezone: string | null;
+  nextRunAt: string | null;
+  lastRunAt: string | null;
+  lastTaskId: string | null;
+  lastTaskStatus: string | null;
+  runCount: number;
+  lastError: string | null;
+  lastErrorAt: string | null;
+}

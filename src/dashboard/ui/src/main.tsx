@@ -1,6 +1,6 @@
 /**
- * The dashboard UI: a hash router over the pages. A page is one entry of ROUTES; workflow and schedule pages
- * join the list (and the navigation) when those features land.
+ * The dashboard UI: a hash router over the pages. A page is one entry of ROUTES (and, unless it is a detail
+ * page, of the navigation).
  */
 import { render } from 'preact';
 import type { ComponentChildren, JSX } from 'preact';
@@ -11,9 +11,12 @@ import { useLiveStatus } from './live.js';
 import { DeadLettersPage } from './pages/DeadLettersPage.js';
 import { OverviewPage } from './pages/OverviewPage.js';
 import { QueuesPage } from './pages/QueuesPage.js';
+import { SchedulesPage } from './pages/SchedulesPage.js';
 import { TaskPage } from './pages/TaskPage.js';
 import { TasksPage } from './pages/TasksPage.js';
 import { WorkersPage } from './pages/WorkersPage.js';
+import { WorkflowPage } from './pages/WorkflowPage.js';
+import { WorkflowsPage } from './pages/WorkflowsPage.js';
 import './style.css';
 
 /** What a page gets: the rest of the path, the query of the hash, and the server's settings. */
@@ -37,6 +40,9 @@ const ROUTES: Route[] = [
   { path: 'tasks', title: 'Tasks', page: TasksPage, nav: true },
   { path: 'task', title: 'Task', page: TaskPage, nav: false },
   { path: 'dead-letters', title: 'Dead letters', page: DeadLettersPage, nav: true },
+  { path: 'workflows', title: 'Workflows', page: WorkflowsPage, nav: true },
+  { path: 'workflow', title: 'Workflow', page: WorkflowPage, nav: false },
+  { path: 'schedules', title: 'Schedules', page: SchedulesPage, nav: true },
   { path: 'workers', title: 'Workers', page: WorkersPage, nav: true },
 ];
 

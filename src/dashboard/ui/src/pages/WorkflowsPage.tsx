@@ -1,0 +1,136 @@
+/**
+ * Workflows, newest first: filter by status and name, keyset pagination (next and back through the cursors
+ * seen), each row linking to its graph. The filters live in the URL.
+ */
+import type { JSX } from 'preact';
+import { useState } from 'preact/hooks';
+import type { WorkflowRow } from '../api.js';
+import { Status } from '../components.js';
+import { ago, time } from '../format.js';
+import { useApi } from '../hooks.js';
+import type { PageProps } from '../main.js';
+
+const STATUSES = ['', 'PENDING', 'RUNNING', 'PAUSED', 'COMPLETED', 'FAILED', 'CANCELLED'];
+
+function hashFor(query: URLSearchParams, changes: Record<string, string | null>): string {
+  const next = new URLSearchParams(query);
+  for (const [k, v] of Object.entries(changes)) {
+    if (v === null || v === '') next.delete(k);
+    else next.set(k, v);
+  }
+  return `#/workflows?${next.toString()}`;
+}
+
+export function WorkflowsPage(props: PageProps): JSX.Element {
+  const query = props.query;
+  const cursor = query.get('cursor');
+  const [back, setBack] = useState<(string | null)[]>([]);
+  const api = new URLSearchParams({ limit: query.get('limit') ?? '50' });
+  for (const f of ['status', 'name', 'cursor']) {
+    const v = query.get(f);
+    if (v) api.set(f, v);
+  }
+  const { data, error } = useApi<{ rows: WorkflowRow[]; nextCursor: string | null }>(
+    `workflows?${api.toString()}`,
+  );
+  return (
+    <section>
+      <h1>Workflows</h1>
+      <form
+        class="filters"
+        key={query.toString()}
+        onSubmit={(e) => {
+          e.preventDefault();
+          const form = e.currentTarget as HTMLFormElement;
+          const value = (name: string): string | null =>
+            (form.elements.namedItem(name) as HTMLInputElement | HTMLSelectElement).value.trim() || null;
+          setBack([]);
+          location.hash = hashFor(query, { status: value('status'), name: value('name'), cursor: null });
+        }}
+      >
+        <label>
+          status{' '}
+          <select name="status" value={query.get('status') ?? ''}>
+            {STATUSES.map((s) => (
+              <option key={s} value={s}>
+                {s || 'any'}
+              </option>
+            ))}
+          </select>
+        </label>
+        <label>
+          name <input name="name" value={query.get('name') ?? ''} />
+        </label>
+        <button type="submit">Filter</button>
+        <a href="#/workflows" onClick={() => setBack([])}>
+          clear
+        </a>
+      </form>
+      {error ? <p class="error">{error}</p> : null}
+      {!data ? (
+        <p class="muted">loading…</p>
+      ) : (
+        <>
+          <table data-testid="workflows">
+            <thead>
+              <tr>
+                <th>id</th>
+                <th>name</th>
+                <th>status</th>
+                <th class="num">nodes done</th>
+                <th>error</th>
+                <th>sent</th>
+                <th>completed</th>
+              </tr>
+            </thead>
+            <tbody>
+              {data.rows.map((w) => (
+                <tr key={w.id} data-id={w.id}>
+                  <td class="mono">
+                    <a href={`#/workflow/${encodeURIComponent(w.id)}`}>{w.id}</a>
+                  </td>
+                  <td>
+                    {w.name}
+                    {w.parent_workflow_id ? <span class="tag">sub-workflow</span> : null}
+                  </td>
+                  <td>
+                    <Status status={w.status} />
+                  </td>
+                  <td class="num">
+                    {w.nodes_terminal}/{w.nodes_total}
+                  </td>
+                  <td>{w.error_code ?? ''}</td>
+                  <td title={time(w.sent_at)}>{ago(w.sent_at)}</td>
+                  <td title={time(w.completed_at)}>{ago(w.completed_at)}</td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+          {data.rows.length === 0 ? <p class="muted">No workflows match.</p> : null}
+          <div class="pager">
+            <button
+              disabled={back.length === 0}
+              onClick={() => {
+                const previous = back[back.length - 1] ?? null;
+                setBack(back.slice(0, -1));
+                location.hash = hashFor(query, { cursor: previous });
+              }}
+            >
+              ← Previous
+            </button>
+            <button
+              disabled={!data.nextCursor}
+              data-testid="next-page"
+              onClick={() => {
+                setBack([...back, cursor]);
+                location.hash = hashFor(query, { cursor: data.nextCursor });
+              }}
+            >
+              Next →
+            </button>
+          </div>
+        </>
+      )}
+    </section>
+  );
+}

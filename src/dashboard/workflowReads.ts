@@ -1,0 +1,223 @@
+/**
+ * What the workflow and schedule pages read. A workflow's graph comes from `WorkflowNodeGraph` (no inputs or
+ * results, so a workflow of 10,000 nodes reads in one cheap statement) and is laid out in layers by the CLI's
+ * `layers`: a node's depth is the longest path to it from a root. Layers of more than {@link MAX_PER_LAYER} nodes
+ * are sent as counts (by status, by task) and the first few nodes that failed, were skipped or run, as the CLI
+ * draws them; with more than {@link MAX_LAYERS} layers, runs of consecutive layers that share one status are sent
+ * as one entry.
+ */
+import type { App } from '../client/App.js';
+import { layers } from '../cli/dag.js';
+import type { DagNode } from '../cli/dag.js';
+import type { Database } from '../db/Database.js';
+import { DashboardWorkflowPage } from '../db/dashboard.js';
+import type { WorkflowListRow } from '../db/dashboard.js';
+import { WorkflowGet, WorkflowNodeGraph } from '../db/workflows.js';
+import type { WorkflowNodeGraphRow } from '../db/workflows.js';
+import { listSchedules } from '../scheduler/operations.js';
+import type { ScheduleInfo } from '../scheduler/operations.js';
+import { BadRequest } from './reads.js';
+
+/** Layers with more nodes than this are sent as counts. */
+export const MAX_PER_LAYER = 40;
+/** With more layers than this, runs of layers of one status are sent as one entry. */
+export const MAX_LAYERS = 40;
+/** Nodes of each notable status named in a summarised layer. */
+const NOTABLE = 5;
+
+/** Workflow statuses, as stored. */
+export const WORKFLOW_STATUSES = [
+  'PENDING',
+  'RUNNING',
+  'PAUSED',
+  'COMPLETED',
+  'FAILED',
+  'CANCELLED',
+] as const;
+
+/** A workflow list request. */
+export interface WorkflowListQuery {
+  status: string | null;
+  name: string | null;
+  cursor: string | null;
+  limit: number;
+}
+
+/** A page of workflows and where the next one starts (null on the last page). */
+export interface WorkflowPage {
+  rows: Omit<WorkflowListRow, 'sort_at'>[];
+  nextCursor: string | null;
+}
+
+/** A page of workflows, newest first. */
+export async function readWorkflowPage(db: Database, q: WorkflowListQuery): Promise<WorkflowPage> {
+  if (q.status !== null && !(WORKFLOW_STATUSES as readonly string[]).includes(q.status)) {
+    throw new BadRequest(`status must be one of ${WORKFLOW_STATUSES.join(', ')}`);
+  }
+  let after: [string, string] | null = null;
+  if (q.cursor !== null) {
+    try {
+      const values: unknown = JSON.parse(Buffer.from(q.cursor, 'base64url').toString());
+      if (Array.isArray(values) && values.length === 2 && values.every((v) => typeof v === 'string'))
+        after = values as [string, string];
+    } catch {
+      // reported below
+    }
+    if (after === null) throw new BadRequest('cursor is not valid');
+  }
+  const rows = await db.run(DashboardWorkflowPage, {
+    status: q.status,
+    name: q.name,
+    afterSentAt: after?.[0] ?? null,
+    afterId: after?.[1] ?? null,
+    limit: q.limit + 1,
+  });
+  const page = rows.slice(0, q.limit);
+  const last = page.at(-1);
+  const nextCursor =
+    rows.length > q.limit && last
+      ? Buffer.from(JSON.stringify([last.sort_at, last.id])).toString('base64url')
+      : null;
+  return { rows: page.map(({ sort_at: _sortAt, ...row }) => row), nextCursor };
+}
+
+/** A node as the detail page draws it. */
+export interface WorkflowNodeView {
+  index: number;
+  id: string;
+  task: string;
+  /** As handles show it: RUNNING while an ENQUEUED node's task runs. */
+  status: string;
+  dependencies: number[];
+  join: 'all' | 'any' | 'quorum';
+  minSuccess: number | null;
+  allowFailedDeps: boolean;
+  errorCode: string | null;
+  taskId: string | null;
+}
+
+/** One entry of the drawn graph. */
+export type LayerView =
+  | { kind: 'nodes'; depth: number; size: number; counts: Record<string, number>; nodes: WorkflowNodeView[] }
+  | {
+      kind: 'summary';
+      depth: number;
+      size: number;
+      counts: Record<string, number>;
+      tasks: Record<string, number>;
+      /** The first few FAILED, SKIPPED and RUNNING nodes. */
+      notable: WorkflowNodeView[];
+    }
+  | {
+      kind: 'run';
+      depth: number;
+      toDepth: number;
+      size: number;
+      status: string;
+      tasks: Record<string, number>;
+    };
+
+/** A node's status as handles show it: the row says ENQUEUED until the task ends. */
+function toNode(row: WorkflowNodeGraphRow): WorkflowNodeView {
+  return {
+    index: row.node_index,
+    id: row.node_id,
+    task: row.task_name,
+    status: row.status === 'ENQUEUED' && row.task_status === 'RUNNING' ? 'RUNNING' : row.status,
+    dependencies: row.dependencies,
+    join: row.join_rule,
+    minSuccess: row.min_success,
+    allowFailedDeps: row.allow_failed_deps,
+    errorCode: row.error_code,
+    taskId: row.task_id,
+  };
+}
+
+function tally(labels: readonly string[]): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const label of labels) out[label] = (out[label] ?? 0) + 1;
+  return out;
+}
+
+/** The graph in layers, summarised where it is too wide or too deep to draw whole. */
+export function layerViews(nodes: readonly WorkflowNodeView[]): LayerView[] {
+  const byIndex = new Map(nodes.map((n) => [n.index, n]));
+  const dagNodes: DagNode[] = nodes.map((n) => ({ ...n }));
+  const grouped = layers(dagNodes).map((layer) => layer.map((i) => byIndex.get(i)!));
+  const uniform = grouped.map((layer) => {
+    const first = layer[0]!.status;
+    return grouped.length > MAX_LAYERS && layer.every((n) => n.status === first) ? first : null;
+  });
+  const out: LayerView[] = [];
+  for (let depth = 0; depth < grouped.length; depth += 1) {
+    const status = uniform[depth];
+    let end = depth;
+    while (status != null && uniform[end + 1] === status) end += 1;
+    if (status != null && end > depth) {
+      const members = grouped.slice(depth, end + 1).flat();
+      out.push({
+        kind: 'run',
+        depth,
+        toDepth: end,
+        size: members.length,
+        status,
+        tasks: tally(members.map((n) => n.task)),
+      });
+      depth = end;
+      continue;
+    }
+    const members = grouped[depth]!;
+    const counts = tally(members.map((n) => n.status));
+    if (members.length <= MAX_PER_LAYER) {
+      out.push({ kind: 'nodes', depth, size: members.length, counts, nodes: members });
+      continue;
+    }
+    out.push({
+      kind: 'summary',
+      depth,
+      size: members.length,
+      counts,
+      tasks: tally(members.map((n) => n.task)),
+      notable: ['FAILED', 'SKIPPED', 'RUNNING'].flatMap((s) =>
+        members.filter((n) => n.status === s).slice(0, NOTABLE),
+      ),
+    });
+  }
+  return out;
+}
+
+/** One workflow: its row (result and params left out when data is hidden), its node counts and its layers. */
+export async function readWorkflow(db: Database, id: string, hideData: boolean): Promise<object | null> {
+  const [row] = await db.run(WorkflowGet, { id });
+  if (!row) return null;
+  const nodes = (await db.run(WorkflowNodeGraph, { workflowId: id })).map(toNode);
+  return {
+    id: row.id,
+    name: row.name,
+    status: row.status,
+    onError: row.on_error,
+    errorCode: row.error_code,
+    result: hideData ? null : row.result,
+    params: hideData ? null : row.params,
+    hidden: hideData,
+    nodesTotal: row.nodes_total,
+    nodesTerminal: row.nodes_terminal,
+    parentWorkflowId: row.parent_workflow_id,
+    rootWorkflowId: row.root_workflow_id,
+    depth: row.depth,
+    sentAt: row.sent_at,
+    startedAt: row.started_at,
+    completedAt: row.completed_at,
+    updatedAt: row.updated_at,
+    counts: tally(nodes.map((n) => n.status)),
+    layers: layerViews(nodes),
+  };
+}
+
+/**
+ * The schedules: with an app, its declarations joined to the state rows (undeclared rows marked orphaned);
+ * with a bare database, the state rows only (`declared` and `orphaned` null).
+ */
+export function readSchedules(db: Database, app: App | null): Promise<ScheduleInfo[]> {
+  return app ? app.listSchedules() : listSchedules(db);
+}
