@@ -1,0 +1,195 @@
+/**
+ * The dashboard's workflow and schedule API against a real database and a real worker: a finished workflow's
+ * detail with every node's status and its layers, the list by status and name through cursors, schedules with
+ * an orphaned row, and trigger, pause and resume refused without the token and applied with it.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { TaskError } from '../../src/errors.js';
+import { createWorker } from '../../src/worker/Worker.js';
+import { workflow } from '../../src/workflow/WorkflowDefinition.js';
+import { eventually, useTestSchema } from '../support/db.js';
+import { serveDashboard } from './support.js';
+
+const TOKEN = 'workflow-test-token';
+const t = await useTestSchema();
+const app = t.app();
+
+const double = app.task({
+  name: 'wf.double',
+  input: z.object({ n: z.number() }),
+  handler: ({ n }) => n * 2,
+});
+const fail = app.task({
+  name: 'wf.fail',
+  input: z.object({ code: z.string() }),
+  handler: ({ code }): number => {
+    throw new TaskError(code, `failed with ${code}`);
+  },
+});
+const add = app.task({
+  name: 'wf.add',
+  input: z.object({ values: z.array(z.number()) }),
+  handler: ({ values }) => values.reduce((a, b) => a + b, 0),
+});
+app.schedule({
+  name: 'nightly-double',
+  task: double,
+  input: { n: 21 },
+  pattern: { kind: 'daily', at: '03:00' },
+});
+
+const fromApp = await serveDashboard(app, { token: TOKEN });
+const fromDb = await serveDashboard(app.db, { token: TOKEN });
+const readOnly = await serveDashboard(app);
+
+const worker = createWorker(app, { concurrency: 4, pollIntervalMs: 100 });
+beforeAll(() => worker.start());
+afterAll(() => worker.stop());
+
+interface Detail {
+  status: string;
+  errorCode: string | null;
+  completedAt: string | null;
+  counts: Record<string, number>;
+  layers: {
+    kind: string;
+    depth: number;
+    nodes: { id: string; task: string; status: string; dependencies: number[] }[];
+  }[];
+}
+
+describe('workflows', () => {
+  it("a finished workflow's detail has each node's status, in layers by depth", async () => {
+    const wf = workflow(app, 'api.diamond');
+    const a = wf.node(double, { input: { n: 1 } });
+    const bad = wf.node(fail, { input: { code: 'BROKEN' } });
+    const b = wf.node(double, { input: { n: a.result } });
+    const joined = wf.node(add, { input: { values: [a.result, b.result] }, waitsFor: [a, b, bad] });
+    const handle = await wf.build({ output: joined }).start();
+    await handle.result({ timeoutMs: 15_000 });
+    const { status, body } = await readOnly.get<Detail>(`api/workflows/${handle.id}`);
+    expect(status).toBe(200);
+    expect(body.status).toBe('FAILED');
+    expect(body.completedAt).not.toBeNull();
+    expect(body.layers.map((l) => [l.kind, l.depth, l.nodes.map((n) => [n.id, n.task, n.status])])).toEqual([
+      [
+        'nodes',
+        0,
+        [
+          ['wf.double', 'wf.double', 'COMPLETED'],
+          ['wf.fail', 'wf.fail', 'FAILED'],
+        ],
+      ],
+      ['nodes', 1, [['wf.double#2', 'wf.double', 'COMPLETED']]],
+      ['nodes', 2, [['wf.add', 'wf.add', 'SKIPPED']]],
+    ]);
+    expect(body.counts).toEqual({ COMPLETED: 2, FAILED: 1, SKIPPED: 1 });
+    expect((await readOnly.get(`api/workflows/nope`)).status).toBe(404);
+  });
+
+  it('lists newest first, by status and name, through cursors', async () => {
+    const ids: string[] = [];
+    for (let i = 0; i < 5; i += 1) {
+      const wf = workflow(app, 'api.listed');
+      wf.node(double, { input: { n: i } });
+      ids.push((await wf.build().start()).id);
+    }
+    await eventually(async () => {
+      const { body } = await readOnly.get<{ rows: { id: string }[] }>(
+        'api/workflows?name=api.listed&status=COMPLETED',
+      );
+      return body.rows.length === 5;
+    });
+    const seen: string[] = [];
+    let cursor: string | null = null;
+    do {
+      const page: {
+        status: number;
+        body: { rows: { id: string; name: string }[]; nextCursor: string | null };
+      } = await readOnly.get(`api/workflows?name=api.listed&limit=2${cursor ? `&cursor=${cursor}` : ''}`);
+      expect(page.status).toBe(200);
+      seen.push(...page.body.rows.map((r) => r.id));
+      cursor = page.body.nextCursor;
+    } while (cursor);
+    expect(seen).toEqual([...ids].reverse());
+    expect((await readOnly.get('api/workflows?status=NOPE')).status).toBe(400);
+    expect((await readOnly.get('api/workflows?cursor=xyz')).status).toBe(400);
+  });
+});
+
+interface Schedules {
+  fromApp: boolean;
+  schedules: {
+    name: string;
+    orphaned: boolean | null;
+    paused: boolean;
+    task: string | null;
+    lastTaskId: string | null;
+  }[];
+}
+
+describe('schedules', () => {
+  it('lists the declared schedules and an orphaned row; from a database URL, the rows only', async () => {
+    await t.query(`INSERT INTO {{schema}}.horsies_schedule_state (schedule_name) VALUES ('removed-report')`);
+    const { body } = await fromApp.get<Schedules>('api/schedules');
+    expect(body.fromApp).toBe(true);
+    const byName = Object.fromEntries(body.schedules.map((s) => [s.name, s]));
+    expect(byName['nightly-double']).toMatchObject({ orphaned: false, task: 'wf.double', paused: false });
+    expect(byName['removed-report']).toMatchObject({ orphaned: true, task: null });
+    const bare = await fromDb.get<Schedules>('api/schedules');
+    expect(bare.body.fromApp).toBe(false);
+    // The worker's scheduler may have stored the declared one's row by now: every row, none known orphaned.
+    expect(bare.body.schedules.map((s) => s.name)).toContain('removed-report');
+    expect(bare.body.schedules.every((s) => s.orphaned === null && s.task === null)).toBe(true);
+  });
+
+  it('trigger, pause and resume are refused without the token and applied with it', async () => {
+    const auth = { 'x-horsies-token': TOKEN };
+    for (const verb of ['trigger', 'pause', 'resume']) {
+      expect((await readOnly.post(`api/schedules/nightly-double/${verb}`)).status).toBe(403);
+      expect((await fromApp.post(`api/schedules/nightly-double/${verb}`)).status).toBe(401);
+      expect(
+        (
+          await fromApp.post(
+            `api/schedules/nightly-double/${verb}`,
+            {},
+            { ...auth, origin: 'http://evil.test' },
+          )
+        ).status,
+      ).toBe(403);
+    }
+    const paused = await fromApp.post('api/schedules/nightly-double/pause', {}, auth);
+    expect(paused).toEqual({ status: 200, body: { schedule: 'nightly-double', paused: true } });
+    const afterPause = await fromApp.get<Schedules>('api/schedules');
+    expect(afterPause.body.schedules.find((s) => s.name === 'nightly-double')?.paused).toBe(true);
+    await fromApp.post('api/schedules/nightly-double/resume', {}, auth);
+    const afterResume = await fromApp.get<Schedules>('api/schedules');
+    expect(afterResume.body.schedules.find((s) => s.name === 'nightly-double')?.paused).toBe(false);
+
+    const triggered = await fromApp.post<{ taskId: string }>(
+      'api/schedules/nightly-double/trigger',
+      {},
+      auth,
+    );
+    expect(triggered.status).toBe(200);
+    const [task] = await t.query<{ task_name: string }>(
+      'SELECT task_name FROM {{schema}}.horsies_tasks WHERE id = $1',
+      [triggered.body.taskId],
+    );
+    expect(task?.task_name).toBe('wf.double');
+    const listed = await fromApp.get<Schedules>('api/schedules');
+    expect(listed.body.schedules.find((s) => s.name === 'nightly-double')?.lastTaskId).toBe(
+      triggered.body.taskId,
+    );
+
+    // From a bare database: no declaration to send, so 409; pause and resume work on stored rows.
+    const bare = await fromDb.post<{ error: string }>('api/schedules/nightly-double/trigger', {}, auth);
+    expect(bare.status).toBe(409);
+    expect(bare.body.error).toMatch(/needs the app/);
+    expect((await fromDb.post('api/schedules/nightly-double/pause', {}, auth)).status).toBe(200);
+    expect((await fromDb.post('api/schedules/nightly-double/resume', {}, auth)).status).toBe(200);
+    expect((await fromApp.post('api/schedules/no-such/pause', {}, auth)).status).toBe(404);
+    expect((await fromApp.post('api/schedules/no-such/trigger', {}, auth)).status).toBe(404);
+  });
+});
