@@ -141,6 +141,7 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
   private loop: Promise<void> | null = null;
   private wake: (() => void) | null = null;
   private stopped = true;
+  private restart = false;
 
   constructor(
     private readonly db: Database,
@@ -164,17 +165,29 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
     this.clock = config.clock ?? databaseClock;
   }
 
-  /** Starts the loop: a pass now, then one whenever a slot falls due, at most `checkIntervalMs` apart. */
+  /**
+   * Starts the loop: a pass now, then one whenever a slot falls due, at most `checkIntervalMs` apart. A start while
+   * a stop is under way (leadership lost and regained at once) starts the loop again once the old one has ended.
+   */
   start(): void {
-    if (this.loop) return;
+    if (this.loop) {
+      // Running: nothing to do. Stopping: start again once the old loop has ended.
+      if (this.stopped) this.restart = true;
+      return;
+    }
     this.stopped = false;
     this.loop = this.runLoop().finally(() => {
       this.loop = null;
+      if (this.restart) {
+        this.restart = false;
+        this.start();
+      }
     });
   }
 
-  /** Stops the loop and waits for a pass under way. Idempotent. */
+  /** Stops the loop (and a start asked for while it stopped) and waits for a pass under way. Idempotent. */
   async stop(): Promise<void> {
+    this.restart = false;
     this.stopped = true;
     this.wake?.();
     await this.loop;

@@ -342,6 +342,26 @@ describe('the loop', () => {
   });
 });
 
+describe('a start during a stop', () => {
+  it('runs the loop again once the stopping one has ended (leadership lost and regained at once)', async () => {
+    const s = new Scheduler(app.db, {
+      schedules: [everyMinute('restarted', { pattern: { kind: 'interval', seconds: 1 } })],
+      tasks: app.tasks,
+      logger: testLogger,
+      checkIntervalMs: 5000,
+    });
+    s.start();
+    await waitForEvent(s, 'scheduler:ran', () => true, 4000);
+    const stopping = s.stop();
+    s.start();
+    await stopping;
+    // The restarted loop keeps sending: a slot after the stop is sent.
+    const [result] = await waitForEvent(s, 'scheduler:ran', (r) => r.sent.length > 0, 4000);
+    expect(result.sent[0]?.schedule).toBe('restarted');
+    await s.stop();
+  });
+});
+
 describe('declarations', () => {
   it('report every problem of every schedule in one ConfigError', () => {
     const error = thrown(
