@@ -1,0 +1,155 @@
+/**
+ * The workflow and schedule pages in a real browser (Debian's Chromium, headless) against a real database and a
+ * real worker: a finished workflow's graph shows each node's status, and triggering a schedule from its page
+ * creates a task. Screenshots of both pages go to docs/dashboard/ for the user guide.
+ */
+import { mkdirSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { resolve } from 'node:path';
+import type { BrowserContext, Page } from 'playwright-core';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { TaskError } from '../../src/errors.js';
+import { createWorker } from '../../src/worker/Worker.js';
+import type { Worker } from '../../src/worker/Worker.js';
+import { workflow } from '../../src/workflow/WorkflowDefinition.js';
+import { eventually, useTestSchema } from '../support/db.js';
+import { launchBrowser } from './browser.js';
+import { serveDashboard } from './support.js';
+
+const TOKEN = 'workflow-browser-token';
+const SHOTS = resolve(import.meta.dirname, '../../docs/dashboard');
+mkdirSync(SHOTS, { recursive: true });
+
+const t = await useTestSchema();
+const app = t.app();
+
+const fetchOrders = app.task({
+  name: 'orders.fetch',
+  input: z.object({ day: z.string() }),
+  handler: ({ day }) => ({ day, orders: 42 }),
+});
+const price = app.task({
+  name: 'orders.price',
+  input: z.object({ region: z.string() }),
+  handler: ({ region }) => {
+    if (region === 'mars') throw new TaskError('NO_RATES', 'no exchange rates for mars');
+    return { region, total: 1234 };
+  },
+});
+const report = app.task({
+  name: 'reports.daily',
+  input: z.object({ parts: z.array(z.unknown()) }),
+  handler: ({ parts }) => ({ parts: parts.length }),
+});
+app.schedule({
+  name: 'daily-orders',
+  task: fetchOrders,
+  input: { day: 'today' },
+  pattern: { kind: 'daily', at: '02:30' },
+  timezone: 'Europe/Berlin',
+});
+app.schedule({
+  name: 'hourly-pricing',
+  task: price,
+  input: { region: 'eu' },
+  pattern: { kind: 'hourly', minute: 5 },
+});
+
+let worker: Worker;
+let context: BrowserContext;
+let closeBrowser: () => Promise<void>;
+const served = await serveDashboard(app, { token: TOKEN, live: { debounceMs: 100, pollMs: 60_000 } });
+
+async function open(path: string): Promise<Page> {
+  const page = await context.newPage();
+  await page.goto(`${served.url}#token=${TOKEN}`);
+  await page.goto(`${served.url}#/${path}`);
+  return page;
+}
+
+beforeAll(async () => {
+  worker = createWorker(app, { concurrency: 4, pollIntervalMs: 100 });
+  await worker.start();
+  ({ context, close: closeBrowser } = await launchBrowser());
+}, 120_000);
+
+afterEach(async (ctx) => {
+  const failed = ctx.task.result?.state === 'fail';
+  for (const [i, page] of context.pages().entries()) {
+    if (failed) {
+      const file = `${tmpdir()}/horsies-dashboard-failed-wf-${i}.png`;
+      await page.screenshot({ path: file, fullPage: true }).catch(() => undefined);
+      console.error(`page ${page.url()} (screenshot ${file}):\n${await page.locator('body').innerText()}`);
+    }
+    await page.close();
+  }
+});
+
+afterAll(async () => {
+  await closeBrowser?.();
+  await worker?.stop();
+});
+
+describe('workflow and schedule pages in a browser', () => {
+  it("a finished workflow's graph shows each node's status", async () => {
+    const wf = workflow(app, 'orders.nightly');
+    const orders = wf.node(fetchOrders, { input: { day: '2026-11-02' } });
+    const regions = ['eu', 'us', 'mars'].map((region) =>
+      wf.node(price, { input: { region }, waitsFor: [orders] }),
+    );
+    const final = wf.node(report, {
+      input: { parts: regions.map((r) => r.outcome) },
+      join: { quorum: 2 },
+    });
+    const handle = await wf.build({ output: final }).start();
+    await handle.result({ timeoutMs: 20_000 });
+
+    const list = await open('workflows');
+    await list.getByTestId('workflows').locator(`tr[data-id="${handle.id}"]`).getByRole('link').click();
+    const dag = list.getByTestId('dag');
+    await dag.locator('[data-node]').nth(4).waitFor();
+    const statuses = Object.fromEntries(
+      await Promise.all(
+        (await dag.locator('[data-node]').all()).map(
+          async (n) => [await n.getAttribute('data-node'), await n.getAttribute('data-status')] as const,
+        ),
+      ),
+    );
+    expect(statuses).toEqual({
+      'orders.fetch': 'COMPLETED',
+      'orders.price': 'COMPLETED',
+      'orders.price#2': 'COMPLETED',
+      'orders.price#3': 'FAILED',
+      'reports.daily': 'COMPLETED',
+    });
+    expect(await dag.getByTestId('layer').count()).toBe(3);
+    // A failed node fails the workflow (no success policy), though the quorum join ran.
+    await list.locator('h1 .status', { hasText: 'FAILED' }).waitFor();
+    await list.getByTestId('workflow-controls').waitFor();
+    await list.screenshot({ path: `${SHOTS}/workflow.png`, fullPage: true });
+  });
+
+  it('the schedules page triggers a run that creates a task', async () => {
+    await t.query(`INSERT INTO {{schema}}.horsies_schedule_state (schedule_name) VALUES ('old-cleanup')`);
+    const page = await open('schedules');
+    const table = page.getByTestId('schedules');
+    await table.locator('tr[data-schedule="old-cleanup"]').getByText('orphaned').waitFor();
+    const row = table.locator('tr[data-schedule="daily-orders"]');
+    await row.waitFor();
+    expect(await row.innerText()).toContain('Europe/Berlin');
+    await row.getByRole('button', { name: 'Trigger' }).click();
+    await page.getByTestId('action-message').getByText('triggered daily-orders').waitFor();
+    const taskLink = row.getByTestId('schedule-last-task').getByRole('link');
+    await taskLink.waitFor();
+    const taskId = decodeURIComponent((await taskLink.getAttribute('href'))!.replace('#/task/', ''));
+    const [task] = await t.query<{ task_name: string }>(
+      'SELECT task_name FROM {{schema}}.horsies_tasks WHERE id = $1',
+      [taskId],
+    );
+    expect(task?.task_name).toBe('orders.fetch');
+    await row.getByTestId('schedule-last-task').getByText('COMPLETED').waitFor({ timeout: 15_000 });
+    await eventually(async () => (await row.innerText()).includes('in '));
+    await page.screenshot({ path: `${SHOTS}/schedules.png`, fullPage: true });
+  });
+});
