@@ -12,6 +12,7 @@ import type { TaskFilterParams } from '../db/admin.js';
 import { TASK_STATUSES } from '../types.js';
 import type { TaskInfo, TaskStatus } from '../types.js';
 import { toTaskInfo } from './taskInfo.js';
+import { stepWorkflow } from '../workflow/step.js';
 
 /** Which tasks to list or resubmit. Unset fields match everything. */
 export interface TaskFilter {
@@ -106,6 +107,11 @@ export async function cancelTask(db: Database, id: string): Promise<CancelResult
       : previousStatus === 'RUNNING'
         ? 'cancel_requested'
         : 'already_finished';
+  if (outcome === 'cancelled' && row.workflow_id !== null && row.workflow_node !== null) {
+    // The task of a workflow node: the node fails TASK_CANCELLED now, not at the next recovery pass. If this
+    // step fails, the cancel stands and the recovery pass redoes the step.
+    await stepWorkflow(db, row.workflow_id, { nodes: [row.workflow_node] }).catch(() => undefined);
+  }
   return { id, outcome, previousStatus };
 }
 

@@ -49,10 +49,13 @@ export const TaskCountByFilter = statement<TaskFilterParams, { status: string; c
  * Cancels one task: PENDING and CLAIMED become CANCELLED at once; RUNNING gets `cancel_requested_at` (the
  * update trigger tells the owning worker). Returns the status the task had, or no row if there is no such task.
  */
-export const TaskCancel = statement<{ id: string }, { previous_status: string }>(
+export const TaskCancel = statement<
+  { id: string },
+  { previous_status: string; workflow_id: string | null; workflow_node: number | null }
+>(
   'TaskCancel',
   `WITH target AS (
-     SELECT id, status FROM {{schema}}.horsies_tasks WHERE id = $1 FOR UPDATE
+     SELECT id, status, workflow_id, workflow_node FROM {{schema}}.horsies_tasks WHERE id = $1 FOR UPDATE
    ), cancelled AS (
      UPDATE {{schema}}.horsies_tasks t
      SET status = 'CANCELLED',
@@ -72,7 +75,7 @@ export const TaskCancel = statement<{ id: string }, { previous_status: string }>
      FROM target g
      WHERE t.id = g.id AND g.status = 'RUNNING'
    )
-   SELECT status AS previous_status FROM target`,
+   SELECT status AS previous_status, workflow_id, workflow_node FROM target`,
   ({ id }) => [id],
 );
 

@@ -13,7 +13,10 @@ export interface PruneParams {
 }
 
 /** PENDING → EXPIRED (`TASK_EXPIRED`, no attempt row) for up to `limit` tasks whose `good_until` passed. */
-export const TaskExpireBatch = statement<{ limit: number; now?: Date | null }, { id: string }>(
+export const TaskExpireBatch = statement<
+  { limit: number; now?: Date | null },
+  { id: string; status: 'EXPIRED'; workflow_id: string | null; workflow_node: number | null }
+>(
   'TaskExpireBatch',
   `WITH batch AS (
      SELECT id FROM {{schema}}.horsies_tasks
@@ -33,7 +36,7 @@ export const TaskExpireBatch = statement<{ limit: number; now?: Date | null }, {
        updated_at = now()
    -- Through an array, so each row is found by primary key (a join with the CTE can turn into a full scan).
    WHERE t.id = ANY (ARRAY(SELECT id FROM batch))
-   RETURNING t.id`,
+   RETURNING t.id, t.status, t.workflow_id, t.workflow_node`,
   ({ limit, now }) => [limit, now ?? null],
 );
 

@@ -299,7 +299,16 @@ export interface TaskFinishRow {
  * Runs after outcomes were committed (by a worker's completer or the reaper), with the rows written. Workflow
  * progression hangs here: the task's own outcome is durable first, the follow-up can always be redone.
  */
-export type FinishHook = (written: TaskFinishRow[]) => Promise<void> | void;
+export type FinishHook = (written: EndedTaskRow[]) => Promise<void> | void;
+
+/** A task whose status a statement just changed, with the workflow node it runs for (if any). */
+export interface EndedTaskRow {
+  id: string;
+  /** The status written; PENDING for a retry or a release, which end no workflow node. */
+  status: string;
+  workflow_id: string | null;
+  workflow_node: number | null;
+}
 
 /**
  * Ends the attempt of many RUNNING tasks in one statement: COMPLETED, FAILED, CANCELLED, back to PENDING for a

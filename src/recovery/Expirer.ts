@@ -2,6 +2,7 @@
 import { databaseClock } from '../clock.js';
 import type { Clock } from '../clock.js';
 import type { Database } from '../db/Database.js';
+import type { FinishHook } from '../db/tasks.js';
 import { TaskExpireBatch } from '../db/maintenance.js';
 import type { MaintenanceService } from './Maintainer.js';
 
@@ -18,6 +19,8 @@ export class Expirer implements MaintenanceService<ExpirerResult> {
     private readonly db: Database,
     private readonly options: { batchSize: number; maxBatchesPerRun: number },
     private readonly clock: Clock = databaseClock,
+    /** Follows the expired tasks (their workflow nodes fail `TASK_EXPIRED` at once). */
+    private readonly afterFinish: FinishHook | null = null,
   ) {}
 
   async runOnce(): Promise<ExpirerResult> {
@@ -28,6 +31,7 @@ export class Expirer implements MaintenanceService<ExpirerResult> {
         now: this.clock.now(),
       });
       expired += rows.length;
+      if (this.afterFinish && rows.some((r) => r.workflow_id !== null)) await this.afterFinish(rows);
       if (rows.length < this.options.batchSize) break;
     }
     return { expired };

@@ -18,7 +18,7 @@ export interface MaintenanceContext {
   recovery: ResolvedRecoveryConfig;
   /** Time the services compare with (the database clock unless a test injects one). */
   clock: Clock;
-  /** Follows every outcome a service writes (the reaper's verdicts), as it follows the worker's own. */
+  /** Follows every outcome a service writes (the reaper's verdicts, expiries), as it follows the worker's own. */
   afterFinish: FinishHook;
 }
 
@@ -31,6 +31,7 @@ export function maintenanceServices(ctx: MaintenanceContext): MaintenanceService
       db,
       { batchSize: recovery.retentionBatchSize, maxBatchesPerRun: recovery.retentionMaxBatchesPerRun },
       clock,
+      ctx.afterFinish,
     ),
     new WorkflowRecovery(
       db,

@@ -17,7 +17,7 @@ import { EventEmitter } from 'node:events';
 import type { Logger } from 'pino';
 import { channels } from '../db/Listener.js';
 import type { HeartbeatRole } from '../db/liveness.js';
-import type { FinishHook, TaskFinish, TaskFinishRow } from '../db/tasks.js';
+import type { EndedTaskRow, FinishHook, TaskFinish } from '../db/tasks.js';
 import { assemble } from './assembly.js';
 import type { WorkerEvents, WorkerHost, WorkerParts } from './assembly.js';
 import type { CompleterResult } from './Completer.js';
@@ -205,7 +205,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
   }
 
   // A hook that fails leaves the outcome written; what it should have done is redone by recovery.
-  private async follow(written: TaskFinishRow[]): Promise<void> {
+  private async follow(written: EndedTaskRow[]): Promise<void> {
     for (const hook of this.finishHooks) {
       try {
         await hook(written);

@@ -18,7 +18,7 @@ import { v7 as uuidv7 } from 'uuid';
 import type { Database, Queryable } from '../db/Database.js';
 import { isTransientDatabaseError } from '../db/Database.js';
 import { channels } from '../db/Listener.js';
-import type { TaskFinishRow } from '../db/tasks.js';
+import type { EndedTaskRow } from '../db/tasks.js';
 import {
   WorkflowAdvance,
   WorkflowFinish,
@@ -81,7 +81,7 @@ export class WorkflowStepper {
   ) {}
 
   /** Queues the nodes of written outcomes for a step of their workflows. */
-  add(written: TaskFinishRow[]): void {
+  add(written: EndedTaskRow[]): void {
     for (const row of written) {
       if (row.workflow_id === null || row.workflow_node === null || row.status === 'PENDING') continue;
       const nodes = this.waiting.get(row.workflow_id) ?? new Set<number>();

@@ -6,7 +6,9 @@
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { ManualClock } from '../../src/clock.js';
+import { Expirer } from '../../src/recovery/Expirer.js';
 import { Retainer } from '../../src/recovery/Retainer.js';
+import { WorkflowStepper } from '../../src/workflow/step.js';
 import { WorkflowRecovery } from '../../src/workflow/WorkflowRecovery.js';
 import { workflow } from '../../src/workflow/WorkflowDefinition.js';
 import type { WorkflowHandle } from '../../src/workflow/WorkflowHandle.js';
@@ -217,5 +219,42 @@ describe('retention of workflows', () => {
     expect(nodesLeft!.n).toBe(0);
     expect(await recent.status()).toBe('COMPLETED');
     expect(await live.status()).toBe('RUNNING');
+  });
+});
+
+describe('workflow tasks ended outside a worker', () => {
+  it('a cancel of a pending node task fails the node TASK_CANCELLED at once and skips what follows', async () => {
+    const handle = await chain.start();
+    expect(await app.cancel(await taskOf(handle, 'a'))).toMatchObject({ outcome: 'cancelled' });
+    expect(await nodes(handle)).toEqual({
+      a: { status: 'FAILED', code: 'TASK_CANCELLED' },
+      b: { status: 'SKIPPED', code: 'UPSTREAM_SKIPPED' },
+      c: { status: 'SKIPPED', code: 'UPSTREAM_SKIPPED' },
+    });
+    expect(await handle.status()).toBe('FAILED');
+  });
+
+  it('an expired node task fails its node TASK_EXPIRED in the same expiry pass', async () => {
+    const wf = workflow(app, 'expiring');
+    const late = wf.node(double, { input: { n: 1 }, goodUntil: new Date(Date.now() + 60_000), id: 'late' });
+    wf.node(double, { input: { n: late.result }, id: 'after' });
+    const handle = await wf.build().start();
+    const stepper = new WorkflowStepper(app.db, (_id, error) => {
+      throw error;
+    });
+    const expirer = new Expirer(
+      app.db,
+      { batchSize: 100, maxBatchesPerRun: 1 },
+      new ManualClock(new Date(Date.now() + 120_000)),
+      (rows) => {
+        stepper.add(rows);
+        return stepper.idle();
+      },
+    );
+    expect((await expirer.runOnce()).expired).toBeGreaterThanOrEqual(1);
+    expect(await nodes(handle)).toEqual({
+      late: { status: 'FAILED', code: 'TASK_EXPIRED' },
+      after: { status: 'SKIPPED', code: 'UPSTREAM_SKIPPED' },
+    });
   });
 });
