@@ -56,16 +56,13 @@ function toJson(row: WorkflowRow): Record<string, unknown> {
   };
 }
 
-/**
- * A node's status as handles show it: the row says ENQUEUED until the task ends (no write per start on the hot
- * path); its task's status says whether it runs.
- */
+/** A node as the graph draws it (its status already RUNNING while its task runs: see `WorkflowNodeGraph`). */
 function toDagNode(row: WorkflowNodeGraphRow): DagNode {
   return {
     index: row.node_index,
     id: row.node_id,
     task: row.task_name,
-    status: row.status === 'ENQUEUED' && row.task_status === 'RUNNING' ? 'RUNNING' : row.status,
+    status: row.status,
     dependencies: row.dependencies,
     join: row.join_rule,
     minSuccess: row.min_success,

@@ -117,13 +117,13 @@ export type LayerView =
       tasks: Record<string, number>;
     };
 
-/** A node's status as handles show it: the row says ENQUEUED until the task ends. */
+/** A node as the page shows it (its status already RUNNING while its task runs: see `WorkflowNodeGraph`). */
 function toNode(row: WorkflowNodeGraphRow): WorkflowNodeView {
   return {
     index: row.node_index,
     id: row.node_id,
     task: row.task_name,
-    status: row.status === 'ENQUEUED' && row.task_status === 'RUNNING' ? 'RUNNING' : row.status,
+    status: row.status,
     dependencies: row.dependencies,
     join: row.join_rule,
     minSuccess: row.min_success,

@@ -467,7 +467,11 @@ export const WorkflowGet = statement<{ id: string }, WorkflowRow>(
   ({ id }) => [id],
 );
 
-/** A node as handles and the CLI show it: its task's status shows whether an ENQUEUED node runs. */
+// A node's row says ENQUEUED until its task ends (no second write per start on the hot path); readers show it
+// RUNNING while the task runs.
+const SHOWN_STATUS = `CASE WHEN n.status = 'ENQUEUED' AND t.status = 'RUNNING' THEN 'RUNNING' ELSE n.status END AS status`;
+
+/** A node as handles and the CLI show it: `status` is RUNNING while its task runs (stored as ENQUEUED). */
 export interface WorkflowNodeRow {
   node_index: number;
   node_id: string;
@@ -490,7 +494,7 @@ export interface WorkflowNodeRow {
 export const WorkflowNodeList = statement<{ workflowId: string }, WorkflowNodeRow>(
   'WorkflowNodeList',
   `SELECT n.node_index, n.node_id, n.task_name, n.queue_name, n.dependencies, n.join_rule, n.min_success,
-          n.status, n.task_id, t.status AS task_status, n.result, n.error_code, n.enqueued_at, t.started_at,
+          ${SHOWN_STATUS}, n.task_id, t.status AS task_status, n.result, n.error_code, n.enqueued_at, t.started_at,
           n.completed_at
    FROM {{schema}}.horsies_workflow_tasks n
    LEFT JOIN {{schema}}.horsies_tasks t ON t.id = n.task_id
@@ -600,7 +604,7 @@ export interface WorkflowNodeGraphRow {
 export const WorkflowNodeGraph = statement<{ workflowId: string }, WorkflowNodeGraphRow>(
   'WorkflowNodeGraph',
   `SELECT n.node_index, n.node_id, n.task_name, n.dependencies, n.join_rule, n.min_success, n.allow_failed_deps,
-          n.status, n.task_id, t.status AS task_status, n.error_code
+          ${SHOWN_STATUS}, n.task_id, t.status AS task_status, n.error_code
    FROM {{schema}}.horsies_workflow_tasks n
    LEFT JOIN {{schema}}.horsies_tasks t ON t.id = n.task_id
    WHERE n.workflow_id = $1

@@ -111,7 +111,6 @@ export class WorkflowHandle<O> {
 }
 
 function toNodeInfo(row: WorkflowNodeRow): WorkflowNodeInfo {
-  const status = row.status === 'ENQUEUED' && row.task_status === 'RUNNING' ? 'RUNNING' : row.status;
   const terminal = row.status === 'COMPLETED' || row.status === 'FAILED' || row.status === 'SKIPPED';
   return {
     index: row.node_index,
@@ -119,7 +118,7 @@ function toNodeInfo(row: WorkflowNodeRow): WorkflowNodeInfo {
     taskName: row.task_name,
     queue: row.queue_name,
     dependencies: row.dependencies,
-    status,
+    status: row.status,
     taskId: row.task_id,
     enqueuedAt: row.enqueued_at,
     startedAt: row.started_at,

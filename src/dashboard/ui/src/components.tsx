@@ -65,3 +65,55 @@ export function ActionMessage(props: { state: ActionState }): JSX.Element | null
 export function JsonBlock(props: { value: unknown; testid: string }): JSX.Element {
   return <pre data-testid={props.testid}>{JSON.stringify(props.value, null, 2)}</pre>;
 }
+
+/** The hash of `#/<route>` with `query` changed: a null or empty value removes the parameter. */
+export function hashWith(
+  route: string,
+  query: URLSearchParams,
+  changes: Record<string, string | null>,
+): string {
+  const next = new URLSearchParams(query);
+  for (const [k, v] of Object.entries(changes)) {
+    if (v === null || v === '') next.delete(k);
+    else next.set(k, v);
+  }
+  return `#/${route}?${next.toString()}`;
+}
+
+/**
+ * Previous and Next through keyset cursors. `back` holds the cursors of the pages before this one (kept by the
+ * page, which clears it when its filters change); `go` shows the page at a cursor.
+ */
+export function Pager(props: {
+  back: (string | null)[];
+  setBack: (back: (string | null)[]) => void;
+  cursor: string | null;
+  nextCursor: string | null | undefined;
+  go: (cursor: string | null) => void;
+}): JSX.Element {
+  const { back, setBack, cursor, nextCursor, go } = props;
+  return (
+    <div class="pager">
+      <button
+        disabled={back.length === 0}
+        onClick={() => {
+          const previous = back[back.length - 1] ?? null;
+          setBack(back.slice(0, -1));
+          go(previous);
+        }}
+      >
+        ← Previous
+      </button>
+      <button
+        disabled={!nextCursor}
+        data-testid="next-page"
+        onClick={() => {
+          setBack([...back, cursor]);
+          go(nextCursor ?? null);
+        }}
+      >
+        Next →
+      </button>
+    </div>
+  );
+}

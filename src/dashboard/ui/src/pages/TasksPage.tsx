@@ -6,7 +6,7 @@
 import type { JSX } from 'preact';
 import { useState } from 'preact/hooks';
 import type { TaskRow } from '../api.js';
-import { Status } from '../components.js';
+import { hashWith, Pager, Status } from '../components.js';
 import { ago, time } from '../format.js';
 import { useApi } from '../hooks.js';
 import type { PageProps } from '../main.js';
@@ -27,12 +27,7 @@ const TABS: { tab: string; label: string }[] = [
 const FILTERS = ['queue', 'task', 'error', 'from', 'to'] as const;
 
 function hashFor(query: URLSearchParams, changes: Record<string, string | null>): string {
-  const next = new URLSearchParams(query);
-  for (const [k, v] of Object.entries(changes)) {
-    if (v === null || v === '') next.delete(k);
-    else next.set(k, v);
-  }
-  return `#/tasks?${next.toString()}`;
+  return hashWith('tasks', query, changes);
 }
 
 /** The time column of a tab, and its heading. */
@@ -156,28 +151,13 @@ export function TasksPage(props: PageProps): JSX.Element {
             </tbody>
           </table>
           {data.rows.length === 0 ? <p class="muted">No tasks match.</p> : null}
-          <div class="pager">
-            <button
-              disabled={back.length === 0}
-              onClick={() => {
-                const previous = back[back.length - 1] ?? null;
-                setBack(back.slice(0, -1));
-                location.hash = hashFor(query, { cursor: previous });
-              }}
-            >
-              ← Previous
-            </button>
-            <button
-              disabled={!data.nextCursor}
-              data-testid="next-page"
-              onClick={() => {
-                setBack([...back, cursor]);
-                location.hash = hashFor(query, { cursor: data.nextCursor });
-              }}
-            >
-              Next →
-            </button>
-          </div>
+          <Pager
+            back={back}
+            setBack={setBack}
+            cursor={cursor}
+            nextCursor={data.nextCursor}
+            go={(c) => (location.hash = hashFor(query, { cursor: c }))}
+          />
         </>
       )}
     </section>

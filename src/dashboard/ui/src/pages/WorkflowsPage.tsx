@@ -5,7 +5,7 @@
 import type { JSX } from 'preact';
 import { useState } from 'preact/hooks';
 import type { WorkflowRow } from '../api.js';
-import { Status } from '../components.js';
+import { hashWith, Pager, Status } from '../components.js';
 import { ago, time } from '../format.js';
 import { useApi } from '../hooks.js';
 import type { PageProps } from '../main.js';
@@ -13,12 +13,7 @@ import type { PageProps } from '../main.js';
 const STATUSES = ['', 'PENDING', 'RUNNING', 'PAUSED', 'COMPLETED', 'FAILED', 'CANCELLED'];
 
 function hashFor(query: URLSearchParams, changes: Record<string, string | null>): string {
-  const next = new URLSearchParams(query);
-  for (const [k, v] of Object.entries(changes)) {
-    if (v === null || v === '') next.delete(k);
-    else next.set(k, v);
-  }
-  return `#/workflows?${next.toString()}`;
+  return hashWith('workflows', query, changes);
 }
 
 export function WorkflowsPage(props: PageProps): JSX.Element {
@@ -107,28 +102,13 @@ export function WorkflowsPage(props: PageProps): JSX.Element {
             </tbody>
           </table>
           {data.rows.length === 0 ? <p class="muted">No workflows match.</p> : null}
-          <div class="pager">
-            <button
-              disabled={back.length === 0}
-              onClick={() => {
-                const previous = back[back.length - 1] ?? null;
-                setBack(back.slice(0, -1));
-                location.hash = hashFor(query, { cursor: previous });
-              }}
-            >
-              ← Previous
-            </button>
-            <button
-              disabled={!data.nextCursor}
-              data-testid="next-page"
-              onClick={() => {
-                setBack([...back, cursor]);
-                location.hash = hashFor(query, { cursor: data.nextCursor });
-              }}
-            >
-              Next →
-            </button>
-          </div>
+          <Pager
+            back={back}
+            setBack={setBack}
+            cursor={cursor}
+            nextCursor={data.nextCursor}
+            go={(c) => (location.hash = hashFor(query, { cursor: c }))}
+          />
         </>
       )}
     </section>
