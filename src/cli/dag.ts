@@ -5,6 +5,7 @@
  * wait for, and the first few that failed or run), so a workflow of 10,000 nodes stays readable. A graph of more
  * than `maxLayers` layers (a long chain) draws each run of consecutive layers that share one status as one line.
  */
+import type { WorkflowNodeGraphRow } from '../db/workflows.js';
 import { formatTable } from './format.js';
 
 /** One node, as the drawing needs it. */
@@ -21,6 +22,24 @@ export interface DagNode {
   allowFailedDeps: boolean;
   /** The error code of a FAILED or SKIPPED node. */
   errorCode: string | null;
+  /** The node's task, once it has one. */
+  taskId: string | null;
+}
+
+/** A node read by `WorkflowNodeGraph` (its status already RUNNING while its task runs), as the drawings need it. */
+export function dagNode(row: WorkflowNodeGraphRow): DagNode {
+  return {
+    index: row.node_index,
+    id: row.node_id,
+    task: row.task_name,
+    status: row.status,
+    dependencies: row.dependencies,
+    join: row.join_rule,
+    minSuccess: row.min_success,
+    allowFailedDeps: row.allow_failed_deps,
+    errorCode: row.error_code,
+    taskId: row.task_id,
+  };
 }
 
 /** Options of {@link renderDag}. */

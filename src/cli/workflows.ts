@@ -2,10 +2,9 @@
 import { InvalidArgumentError, Option } from 'commander';
 import type { Command } from 'commander';
 import { WorkflowGet, WorkflowList, WorkflowNodeGraph } from '../db/workflows.js';
-import type { WorkflowNodeGraphRow, WorkflowRow, WorkflowStatus } from '../db/workflows.js';
+import type { WorkflowRow, WorkflowStatus } from '../db/workflows.js';
 import { HorsiesError } from '../errors.js';
-import { renderDag } from './dag.js';
-import type { DagNode } from './dag.js';
+import { dagNode, renderDag } from './dag.js';
 import { formatTable } from './format.js';
 import { withApp, withConnection } from './shared.js';
 import type { ConnectionOptions } from './shared.js';
@@ -53,21 +52,6 @@ function toJson(row: WorkflowRow): Record<string, unknown> {
     startedAt: row.started_at,
     completedAt: row.completed_at,
     updatedAt: row.updated_at,
-  };
-}
-
-/** A node as the graph draws it (its status already RUNNING while its task runs: see `WorkflowNodeGraph`). */
-function toDagNode(row: WorkflowNodeGraphRow): DagNode {
-  return {
-    index: row.node_index,
-    id: row.node_id,
-    task: row.task_name,
-    status: row.status,
-    dependencies: row.dependencies,
-    join: row.join_rule,
-    minSuccess: row.min_success,
-    allowFailedDeps: row.allow_failed_deps,
-    errorCode: row.error_code,
   };
 }
 
@@ -197,7 +181,7 @@ export function addWorkflowCommands(program: Command): void {
         await withApp(options, async (app) => {
           const [row] = await app.db.run(WorkflowGet, { id });
           if (!row) throw notFound(id);
-          const nodes = (await app.db.run(WorkflowNodeGraph, { workflowId: id })).map(toDagNode);
+          const nodes = (await app.db.run(WorkflowNodeGraph, { workflowId: id })).map(dagNode);
           if (options.json) {
             console.log(JSON.stringify({ ...toJson(row), nodes }, null, 2));
             return;

@@ -7,13 +7,12 @@
  * as one entry.
  */
 import type { App } from '../client/App.js';
-import { layers } from '../cli/dag.js';
+import { dagNode, layers } from '../cli/dag.js';
 import type { DagNode } from '../cli/dag.js';
 import type { Database } from '../db/Database.js';
 import { DashboardWorkflowPage } from '../db/dashboard.js';
 import type { WorkflowListRow } from '../db/dashboard.js';
 import { WorkflowGet, WorkflowNodeGraph } from '../db/workflows.js';
-import type { WorkflowNodeGraphRow } from '../db/workflows.js';
 import { listSchedules } from '../scheduler/operations.js';
 import type { ScheduleInfo } from '../scheduler/operations.js';
 import { BadRequest } from './reads.js';
@@ -81,24 +80,9 @@ export async function readWorkflowPage(db: Database, q: WorkflowListQuery): Prom
   return { rows: page.map(({ sort_at: _sortAt, ...row }) => row), nextCursor };
 }
 
-/** A node as the detail page draws it. */
-export interface WorkflowNodeView {
-  index: number;
-  id: string;
-  task: string;
-  /** As handles show it: RUNNING while an ENQUEUED node's task runs. */
-  status: string;
-  dependencies: number[];
-  join: 'all' | 'any' | 'quorum';
-  minSuccess: number | null;
-  allowFailedDeps: boolean;
-  errorCode: string | null;
-  taskId: string | null;
-}
-
 /** One entry of the drawn graph. */
 export type LayerView =
-  | { kind: 'nodes'; depth: number; size: number; counts: Record<string, number>; nodes: WorkflowNodeView[] }
+  | { kind: 'nodes'; depth: number; size: number; counts: Record<string, number>; nodes: DagNode[] }
   | {
       kind: 'summary';
       depth: number;
@@ -106,7 +90,7 @@ export type LayerView =
       counts: Record<string, number>;
       tasks: Record<string, number>;
       /** The first few FAILED, SKIPPED and RUNNING nodes. */
-      notable: WorkflowNodeView[];
+      notable: DagNode[];
     }
   | {
       kind: 'run';
@@ -117,22 +101,6 @@ export type LayerView =
       tasks: Record<string, number>;
     };
 
-/** A node as the page shows it (its status already RUNNING while its task runs: see `WorkflowNodeGraph`). */
-function toNode(row: WorkflowNodeGraphRow): WorkflowNodeView {
-  return {
-    index: row.node_index,
-    id: row.node_id,
-    task: row.task_name,
-    status: row.status,
-    dependencies: row.dependencies,
-    join: row.join_rule,
-    minSuccess: row.min_success,
-    allowFailedDeps: row.allow_failed_deps,
-    errorCode: row.error_code,
-    taskId: row.task_id,
-  };
-}
-
 function tally(labels: readonly string[]): Record<string, number> {
   const out: Record<string, number> = {};
   for (const label of labels) out[label] = (out[label] ?? 0) + 1;
@@ -140,10 +108,9 @@ function tally(labels: readonly string[]): Record<string, number> {
 }
 
 /** The graph in layers, summarised where it is too wide or too deep to draw whole. */
-export function layerViews(nodes: readonly WorkflowNodeView[]): LayerView[] {
+export function layerViews(nodes: readonly DagNode[]): LayerView[] {
   const byIndex = new Map(nodes.map((n) => [n.index, n]));
-  const dagNodes: DagNode[] = nodes.map((n) => ({ ...n }));
-  const grouped = layers(dagNodes).map((layer) => layer.map((i) => byIndex.get(i)!));
+  const grouped = layers(nodes).map((layer) => layer.map((i) => byIndex.get(i)!));
   const uniform = grouped.map((layer) => {
     const first = layer[0]!.status;
     return grouped.length > MAX_LAYERS && layer.every((n) => n.status === first) ? first : null;
@@ -190,7 +157,7 @@ export function layerViews(nodes: readonly WorkflowNodeView[]): LayerView[] {
 export async function readWorkflow(db: Database, id: string, hideData: boolean): Promise<object | null> {
   const [row] = await db.run(WorkflowGet, { id });
   if (!row) return null;
-  const nodes = (await db.run(WorkflowNodeGraph, { workflowId: id })).map(toNode);
+  const nodes = (await db.run(WorkflowNodeGraph, { workflowId: id })).map(dagNode);
   return {
     id: row.id,
     name: row.name,

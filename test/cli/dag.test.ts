@@ -14,6 +14,7 @@ function node(index: number, id: string, dependencies: number[] = [], extra: Par
     minSuccess: null,
     allowFailedDeps: false,
     errorCode: null,
+    taskId: null,
     ...extra,
   };
 }
