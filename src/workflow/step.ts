@@ -263,7 +263,7 @@ type Envelope = { ok: JsonValue } | { err: { code: string; message: string; data
  * case whose nodes all COMPLETED (optional nodes never count). The result is the output node's value, or else the
  * map of terminal nodes' outcomes by node id. A failure names the first failed node (by completion) that counts.
  */
-export function decideOutcome(
+function decideOutcome(
   workflow: Pick<WorkflowRow, 'name' | 'output_index' | 'success_policy'>,
   nodes: NodeSummaryRow[],
 ): Envelope {

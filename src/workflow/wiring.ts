@@ -34,7 +34,7 @@ export interface UpstreamState {
 }
 
 /** Reads `path` inside `value`; undefined when the path does not exist. */
-export function readPath(value: unknown, path: readonly PathStep[]): unknown {
+function readPath(value: unknown, path: readonly PathStep[]): unknown {
   let current = value;
   for (const step of path) {
     if (current === null || typeof current !== 'object') return undefined;
@@ -44,7 +44,7 @@ export function readPath(value: unknown, path: readonly PathStep[]): unknown {
 }
 
 /** Sets `path` inside `target` (creating objects or arrays on the way) and returns the new root. */
-export function writePath(target: JsonValue, path: readonly PathStep[], value: JsonValue): JsonValue {
+function writePath(target: JsonValue, path: readonly PathStep[], value: JsonValue): JsonValue {
   if (path.length === 0) return value;
   const [head, ...rest] = path as [PathStep, ...PathStep[]];
   const container: Record<string | number, JsonValue> | JsonValue[] =
@@ -111,9 +111,4 @@ export function resolveRefs(
     value = writePath(value, ref.to, (resolved ?? null) as JsonValue);
   }
   return { static: value, refs: left };
-}
-
-/** The upstream nodes a template still reads from. */
-export function referencedNodes(template: InputTemplate): number[] {
-  return [...new Set(template.refs.filter((r) => r.kind !== 'param').map((r) => r.node))];
 }
