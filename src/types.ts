@@ -94,6 +94,8 @@ export interface TaskInfo {
   workerProcessName: string | null;
   createdAt: Date;
   updatedAt: Date;
+  /** The workflow node the task runs for (its workflow's id, the node's id and index), or null. */
+  workflow: { id: string; nodeId: string; nodeIndex: number } | null;
   /** Present when requested with `{ attempts: true }`, ordered by attempt number. */
   attempts?: TaskAttempt[];
 }

@@ -1,6 +1,8 @@
 /** A registered task type: its name, input schema, handler and defaults; the entry point for sending. */
 import type { StandardSchemaV1 } from '@standard-schema/spec';
 import type { Logger } from 'pino';
+import type pg from 'pg';
+import type { TransactionClient } from '../db/HeldTransaction.js';
 import type { TaskError } from '../errors.js';
 import type { ErrorCodeMap } from './policy.js';
 import type { ResolvedRetryPolicy, RetryPolicy } from '../retry.js';
@@ -21,10 +23,54 @@ export interface TaskContext {
   readonly attempt: number;
   /** How many retries came before this attempt. */
   readonly retryCount: number;
+  /** The workflow node this task runs for, or null for a task sent on its own. */
+  readonly workflow: TaskWorkflowContext | null;
   /** Fires when the run should stop (shutdown, timeout, cancellation). Pass it to I/O that accepts one. */
   readonly signal: AbortSignal;
   /** A logger bound to this task. */
   readonly logger: Logger;
+  /**
+   * The transactional finish: runs `fn` inside a transaction and, in the same transaction, completes the task with
+   * the value `fn` returns (the COMPLETED row and its attempt row, fenced on this run's claim). `fn`'s writes through
+   * `tx` (sends with `{ tx }` too) and the completion commit together or not at all, so a handler whose effects are
+   * writes to this database runs them exactly once, even across crashes and retries. Return what it returns:
+   * `return ctx.transaction(async (tx) => { ...; return value })`.
+   *
+   * - `fn` returns or throws a `TaskError`, or throws anything else: everything is rolled back, and the failure is
+   *   recorded as usual (retried by the task's policy). The promise resolves to the returned `TaskError`, or
+   *   rejects with what was thrown; another call may follow.
+   * - The claim is lost before the commit (reaped, claimed again, cancelled): everything is rolled back and it
+   *   rejects with `TaskTransactionError` `TASK_CLAIM_LOST`; nothing of this run is written.
+   * - The run is stopped while `fn` runs (timeout, cancel, shutdown): the AbortSignal ends the transaction (rolled
+   *   back) and it rejects with `TRANSACTION_ABORTED`.
+   * - Blocking tasks cannot use it (`TRANSACTION_UNAVAILABLE`), nor can a run use it twice once it committed.
+   *
+   * The connection comes from a pool of the worker's own (at most `concurrency` connections, opened on first use),
+   * or from `options.pool`. Do not COMMIT or ROLLBACK on `tx` yourself.
+   */
+  transaction<T>(
+    fn: (tx: TransactionClient) => Promise<T | TaskError> | T | TaskError,
+    options?: TransactionOptions,
+  ): Promise<T | TaskError>;
+}
+
+/** Options of {@link TaskContext.transaction}. */
+export interface TransactionOptions {
+  /**
+   * The pool to take the connection from; it must reach the app's database (the task row is written through it).
+   * Default: a pool the worker opens for transactional finishes.
+   */
+  pool?: pg.Pool;
+}
+
+/** Where a workflow task runs: its workflow and node. */
+export interface TaskWorkflowContext {
+  /** The workflow run's id. */
+  readonly id: string;
+  /** The node's id in the workflow (as in results and the CLI). */
+  readonly nodeId: string;
+  /** The node's index in the workflow. */
+  readonly nodeIndex: number;
 }
 
 /** A handler: returns the result, or returns or throws a {@link TaskError}. */

@@ -38,6 +38,10 @@ export function toTaskInfo(row: TaskRow, attempts?: AttemptRow[]): TaskInfo {
     workerProcessName: row.worker_process_name,
     createdAt: row.created_at,
     updatedAt: row.updated_at,
+    workflow:
+      row.workflow_id === null || row.workflow_node === null
+        ? null
+        : { id: row.workflow_id, nodeId: row.workflow_node_id ?? '', nodeIndex: row.workflow_node },
   };
   if (attempts) info.attempts = attempts.map(toTaskAttempt);
   return info;

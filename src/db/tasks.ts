@@ -46,6 +46,10 @@ export interface TaskRow {
   purge_after: Date | null;
   created_at: Date;
   updated_at: Date;
+  /** The workflow and node the task runs for (null for a plain task), with the node's id. */
+  workflow_id: string | null;
+  workflow_node: number | null;
+  workflow_node_id: string | null;
 }
 
 /** A row of `horsies_task_attempts`. */
@@ -179,6 +183,10 @@ export interface ClaimedTaskRow {
   max_retries: number;
   attempt: number;
   enqueued_at: Date;
+  /** The workflow and node the task runs for (null for a plain task); `workflow_node_id` is the node's id. */
+  workflow_id: string | null;
+  workflow_node: number | null;
+  workflow_node_id: string | null;
 }
 
 /** Parameters of a claim. */
@@ -236,10 +244,17 @@ export interface OwnedTask {
   generation: number;
 }
 
+/** A task to start: {@link OwnedTask}, and whether it runs for a workflow (checked for a stopped workflow). */
+export interface StartingTask extends OwnedTask {
+  /** Default false. */
+  workflow?: boolean;
+}
+
 /** A row of {@link TaskStartMany}'s result. */
 export interface TaskStartRow {
   id: string;
-  status: 'RUNNING' | 'EXPIRED';
+  /** STOPPED: its workflow no longer runs (paused or cancelled); handed back to PENDING before it ran. */
+  status: 'RUNNING' | 'EXPIRED' | 'STOPPED';
   attempt: number;
   started_at: Date | null;
 }
@@ -247,20 +262,22 @@ export interface TaskStartRow {
 /**
  * CLAIMED → RUNNING for tasks this worker still owns, counting a new attempt; or CLAIMED → EXPIRED
  * (`TASK_EXPIRED`, no attempt row) for those whose `good_until` passed while they were claimed. Tasks missing
- * from the result were reclaimed or cancelled meanwhile and must not run (`horsies_start_tasks`, migration 6).
+ * from the result were reclaimed or cancelled meanwhile and must not run. Workflow tasks whose workflow no longer
+ * runs come back STOPPED: handed back to PENDING, no attempt (`horsies_start_tasks`, migrations 6 and 10).
  * With `waitForFlush: false` the commit does not wait for the WAL flush (see migration 6 for what that risks).
  */
 export const TaskStartMany = statement<
-  { workerId: string; tasks: OwnedTask[]; waitForFlush?: boolean },
+  { workerId: string; tasks: StartingTask[]; waitForFlush?: boolean },
   TaskStartRow
 >(
   'TaskStartMany',
-  `SELECT * FROM {{schema}}.horsies_start_tasks($1, $2::text[], $3::text[], $4)`,
+  `SELECT * FROM {{schema}}.horsies_start_tasks($1, $2::text[], $3::text[], $4, $5::text[])`,
   ({ workerId, tasks, waitForFlush }) => [
     workerId,
     tasks.map((t) => t.id),
     tasks.map((t) => `${t.id}:${t.generation}`),
     waitForFlush ?? true,
+    tasks.filter((t) => t.workflow).map((t) => t.id),
   ],
 );
 
@@ -304,7 +321,10 @@ export type FinishHook = (written: EndedTaskRow[]) => Promise<void> | void;
 /** A task whose status a statement just changed, with the workflow node it runs for (if any). */
 export interface EndedTaskRow {
   id: string;
-  /** The status written; PENDING for a retry or a release, which end no workflow node. */
+  /**
+   * The status written; PENDING for a retry or a release, which end no workflow node; STOPPED for a workflow
+   * task handed back at its start because its workflow stopped running (its step withdraws it).
+   */
   status: string;
   workflow_id: string | null;
   workflow_node: number | null;
@@ -418,7 +438,10 @@ export const TaskFinishMany = statement<{ tasks: TaskFinish[] }, TaskFinishRow>(
 /** One task row by id. */
 export const TaskGet = statement<{ id: string }, TaskRow>(
   'TaskGet',
-  `SELECT * FROM {{schema}}.horsies_tasks WHERE id = $1`,
+  `SELECT t.*, CASE WHEN t.workflow_id IS NOT NULL THEN (
+            SELECT n.node_id FROM {{schema}}.horsies_workflow_tasks n
+            WHERE n.node_key = t.workflow_id || ':' || t.workflow_node) END AS workflow_node_id
+   FROM {{schema}}.horsies_tasks t WHERE t.id = $1`,
   ({ id }) => [id],
 );
 

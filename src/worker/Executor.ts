@@ -16,7 +16,7 @@
  */
 import type { StandardSchemaV1 } from '@standard-schema/spec';
 import type { Logger } from 'pino';
-import type { TaskContext, TaskDefinition } from '../client/TaskDefinition.js';
+import type { TaskContext, TaskDefinition, TaskWorkflowContext } from '../client/TaskDefinition.js';
 import type { ErrorCodeMap } from '../client/policy.js';
 import { errorEnvelope, okEnvelope } from '../client/outcome.js';
 import type { Database, Queryable } from '../db/Database.js';
@@ -39,8 +39,11 @@ export type StopReason = 'timeout' | 'cancel' | 'shutdown' | 'release' | 'lost';
 
 /** What the executor calls back into. */
 export interface ExecutorHooks {
-  /** A task will not run here (expired or lost); its slot is free. */
-  onSkipped(task: ClaimedTaskRow, reason: 'expired' | 'lost'): void;
+  /**
+   * A task will not run here (expired, lost, or `stopped`: its workflow was paused or cancelled, and the task was
+   * handed back before it ran); its slot is free.
+   */
+  onSkipped(task: ClaimedTaskRow, reason: 'expired' | 'lost' | 'stopped'): void;
   onStarted(task: ClaimedTaskRow, attempt: number): void;
   /** A run ended; hand the finish to the completer. */
   onFinished(finish: TaskFinish, task: ClaimedTaskRow): void;
@@ -104,7 +107,11 @@ export class Executor {
       TaskStartMany,
       {
         workerId: this.options.identity.workerId,
-        tasks: tasks.map((t) => ({ id: t.id, generation: t.claim_generation })),
+        tasks: tasks.map((t) => ({
+          id: t.id,
+          generation: t.claim_generation,
+          workflow: t.workflow_id !== null,
+        })),
         waitForFlush: this.options.synchronousStarts,
       },
       on,
@@ -124,6 +131,12 @@ export class Executor {
         this.hooks.onSkipped(task, 'lost');
       } else if (row.status === 'EXPIRED') {
         this.hooks.onSkipped(task, 'expired');
+      } else if (row.status === 'STOPPED') {
+        this.logger.info(
+          { taskId: task.id, workflowId: task.workflow_id, code: 'WORKFLOW_STOPPED' },
+          'its workflow is paused or cancelled: handed back before it ran',
+        );
+        this.hooks.onSkipped(task, 'stopped');
       } else {
         this.hooks.onStarted(task, row.attempt);
         const run = this.run(task, row.attempt);
@@ -240,6 +253,7 @@ export class Executor {
             queue: task.queue_name,
             attempt,
             retryCount: task.retry_count,
+            workflow: workflowOf(task),
           },
         },
         onStart,
@@ -265,6 +279,7 @@ export class Executor {
       queue: task.queue_name,
       attempt,
       retryCount: task.retry_count,
+      workflow: workflowOf(task),
       signal,
       get logger() {
         return (taskLogger ??= logger.child({ taskId: task.id, task: task.task_name, attempt }));
@@ -315,6 +330,12 @@ export class Executor {
       ? { ...failure, status: 'RETRY', retryDelayMs: decision.delayMs }
       : { ...failure, status: 'FAILED' };
   }
+}
+
+/** The workflow context of a claimed task, or null for a plain task. */
+export function workflowOf(task: ClaimedTaskRow): TaskWorkflowContext | null {
+  if (task.workflow_id === null || task.workflow_node === null) return null;
+  return { id: task.workflow_id, nodeIndex: task.workflow_node, nodeId: task.workflow_node_id ?? '' };
 }
 
 function stopOutcome(reason: StopReason, timeoutMs: number | null): TaskError {

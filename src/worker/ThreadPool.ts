@@ -9,6 +9,7 @@ import { readFileSync } from 'node:fs';
 import { dirname, extname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { Worker as Thread } from 'node:worker_threads';
+import type { TaskWorkflowContext } from '../client/TaskDefinition.js';
 import type { JsonValue } from '../types.js';
 
 /** A task for a thread. */
@@ -16,7 +17,14 @@ export interface ThreadRequest {
   id: string;
   taskName: string;
   input: unknown;
-  context: { taskId: string; taskName: string; queue: string; attempt: number; retryCount: number };
+  context: {
+    taskId: string;
+    taskName: string;
+    queue: string;
+    attempt: number;
+    retryCount: number;
+    workflow: TaskWorkflowContext | null;
+  };
 }
 
 /** A thread's answer: the result as canonical JSON text, or an error. */

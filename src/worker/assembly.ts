@@ -170,6 +170,12 @@ export function assemble(
       onSkipped: (task, reason) => {
         if (reason === 'expired') sink.emit('task:expired', task.id);
         dispatcher.release([task.id]);
+        // Its workflow's step gives the node back (READY, the never-run task withdrawn).
+        if (reason === 'stopped') {
+          void sink.afterFinish([
+            { id: task.id, status: 'STOPPED', workflow_id: task.workflow_id, workflow_node: task.workflow_node },
+          ]);
+        }
       },
       onStarted: (task, attempt) => {
         dispatcher.setPhase(task.id, 'running');

@@ -12,7 +12,7 @@ describe('routineDrift', () => {
   it('finds every hot routine defined by a migration, and installed as defined after a fresh migrate', async () => {
     const bodies = routineBodies(HOT_ROUTINES);
     expect([...bodies.keys()].sort()).toEqual([...HOT_ROUTINES].sort());
-    for (const { migration } of bodies.values()) expect(migration).toBe('hot_transitions');
+    for (const { migration } of bodies.values()) expect(migration).toBe('workflow_control');
     expect(await routineDrift(t.app().db)).toEqual([]);
   });
 
@@ -32,8 +32,8 @@ describe('routineDrift', () => {
     );
     await t.query('DROP PROCEDURE {{schema}}.horsies_claim_and_start');
     expect(await routineDrift(app.db)).toEqual([
-      { name: 'horsies_start_tasks', problem: 'changed', migration: 'hot_transitions' },
-      { name: 'horsies_claim_and_start', problem: 'missing', migration: 'hot_transitions' },
+      { name: 'horsies_start_tasks', problem: 'changed', migration: 'workflow_control' },
+      { name: 'horsies_claim_and_start', problem: 'missing', migration: 'workflow_control' },
     ]);
     expect(await routineDrift(app.db, ['horsies_no_such_routine'])).toEqual([
       { name: 'horsies_no_such_routine', problem: 'undefined', migration: null },
