@@ -63,6 +63,11 @@ export default tseslint.config(
     'recovery/ runs without the app or the worker: pass what it needs in.',
   ),
   layer(
+    ['src/metrics/**'],
+    ['../client/**', '../worker/**', '../cli/**', '../dashboard/**', '../workflow/**', '../scheduler/**'],
+    'metrics/ counts what the app, the worker and maintenance tell it: it imports none of them.',
+  ),
+  layer(
     ['src/client/**'],
     ['../worker/**', '../cli/**'],
     'client/ never depends on worker/: the worker takes a host.',

@@ -9,6 +9,7 @@ import { migrate } from '../db/Migrator.js';
 import { HorsiesError } from '../errors.js';
 import { loadApp } from '../client/loadApp.js';
 import { addDashboardCommand } from './dashboard.js';
+import { port as metricsPort, serveAppMetrics } from './metrics.js';
 import { addQueueCommands } from './queues.js';
 import { addScheduleCommands } from './schedules.js';
 import { addTaskCommands } from './tasks.js';
@@ -80,6 +81,8 @@ program
   .option('--prefetch <n>', 'claimed tasks held ready beyond the concurrency', nonNegativeInt)
   .option('--no-maintenance', 'do not campaign to run maintenance (reaper, expiry, retention)')
   .option('--migrate', 'apply pending migrations before starting')
+  .option('--metrics-port <n>', 'serve Prometheus metrics at http://<host>:<n>/metrics', metricsPort)
+  .option('--metrics-host <host>', 'interface for --metrics-port (default: 0.0.0.0)')
   .action(
     async (
       modulePath: string,
@@ -92,6 +95,8 @@ program
         prefetch?: number;
         maintenance: boolean;
         migrate?: boolean;
+        metricsPort?: number;
+        metricsHost?: string;
       },
     ) => {
       const app = await loadApp(modulePath, options.export);
@@ -106,6 +111,7 @@ program
         appModule: pathToFileURL(resolve(modulePath)).href,
         appExport: options.export,
       });
+      const metricsEndpoint = await serveAppMetrics(app, options);
       let signals = 0;
       const onSignal = (signal: NodeJS.Signals): void => {
         signals += 1;
@@ -116,6 +122,7 @@ program
         app.logger.info({ signal }, 'signal received: shutting down');
         void worker
           .stop()
+          .then(() => metricsEndpoint?.close())
           .then(() => app.close())
           .then(
             () => process.exit(0),

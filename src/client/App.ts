@@ -7,6 +7,7 @@ import { pino } from 'pino';
 import { z } from 'zod';
 import type { Logger } from 'pino';
 import { Database } from '../db/Database.js';
+import { HorsiesMetrics } from '../metrics/Metrics.js';
 import { migrate } from '../db/Migrator.js';
 import type { MigrateResult } from '../db/Migrator.js';
 import { AttemptListByTask, TaskGet } from '../db/tasks.js';
@@ -79,6 +80,11 @@ export class App implements HandleHost {
   readonly logger: Logger;
   /** @internal The database seam. */
   readonly db: Database;
+  /**
+   * The app's Prometheus metrics, null with `metrics: false`. Serve `app.metrics.registry` yourself, or run
+   * `horsies worker --metrics-port N`. See `docs/observability.md`.
+   */
+  readonly metrics: HorsiesMetrics | null;
   private readonly registry = new Map<string, TaskDefinition<StandardSchemaV1, unknown>>();
   private readonly sendContext: SendContext;
   private readonly waiter: ResultWaiter;
@@ -97,8 +103,19 @@ export class App implements HandleHost {
       schema: this.config.schema,
       preparedStatements: this.config.preparedStatements,
     });
+    const metricsConfig = this.config.metrics === true ? {} : this.config.metrics;
+    this.metrics =
+      metricsConfig === false
+        ? null
+        : new HorsiesMetrics({
+            registry: metricsConfig.registry,
+            maxErrorCodes: metricsConfig.maxErrorCodes,
+            queues: this.config.queues,
+            isTaskName: (name) => this.registry.has(name),
+          });
     this.sendContext = {
       db: this.db,
+      metrics: this.metrics,
       queues: this.config.queues,
       queueRetentionMs: new Map(
         [...this.config.queueConfigs.values()].flatMap((q) =>
@@ -173,7 +190,12 @@ export class App implements HandleHost {
 
   /** Cancels a task: at once if it has not started, through its worker if it runs. See {@link CancelResult}. */
   cancel(id: string): Promise<CancelResult> {
-    return cancelTask(this.db, id);
+    const metrics = this.metrics;
+    return cancelTask(
+      this.db,
+      id,
+      metrics ? (t) => metrics.outcome(t.queue_name, t.task_name, 'cancelled') : undefined,
+    );
   }
 
   /** Tasks matching a filter (for example the dead-letter set: `{ status: 'FAILED' }`), newest first. */

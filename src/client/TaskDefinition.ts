@@ -7,7 +7,7 @@ import type { TaskError } from '../errors.js';
 import type { ErrorCodeMap } from './policy.js';
 import type { ResolvedRetryPolicy, RetryPolicy } from '../retry.js';
 import type { SendCallOptions, SendContext, SendOptions, SendTarget } from './send.js';
-import { insertTasks, prepareTask, prepareTasks } from './send.js';
+import { countSent, insertTasks, prepareTask, prepareTasks } from './send.js';
 import type { HandleHost } from './TaskHandle.js';
 import { TaskHandle } from './TaskHandle.js';
 
@@ -184,6 +184,7 @@ export class TaskDefinition<S extends StandardSchemaV1 = StandardSchemaV1, R = u
     const { tx, ...sendOptions } = options;
     const task = await prepareTask(this.ctx, this.target, input, sendOptions);
     const [id] = await insertTasks(this.ctx.db, [task], tx);
+    countSent(this.ctx, this.target, [task]);
     return this.handle(id as string);
   }
 
@@ -197,6 +198,7 @@ export class TaskDefinition<S extends StandardSchemaV1 = StandardSchemaV1, R = u
   ): Promise<TaskHandle<R>[]> {
     const tasks = await prepareTasks(this.ctx, this.target, items);
     const ids = await insertTasks(this.ctx.db, tasks, options.tx);
+    countSent(this.ctx, this.target, tasks);
     return ids.map((id) => this.handle(id));
   }
 

@@ -1,6 +1,7 @@
 /** The app's configuration and its validation. */
 import type { Pool } from 'pg';
 import type { Logger } from 'pino';
+import type { Registry } from 'prom-client';
 import { z } from 'zod';
 import { QUEUE_NAME_PATTERN, parseConfig } from '../config.js';
 import { schemaNameProblems } from '../db/Database.js';
@@ -71,6 +72,24 @@ export interface AppConfig {
   capMode?: 'hard' | 'soft';
   /** In `soft` mode, how far claims may go over each cap. Default 0. */
   prefetchBuffer?: number;
+  /**
+   * Prometheus metrics (`app.metrics.registry`, see `docs/observability.md`): `true`, `false`, or settings.
+   * Default true.
+   */
+  metrics?: boolean | MetricsConfig;
+  /**
+   * OpenTelemetry spans for sends and runs, with the sender's trace context stored with each task so its run
+   * continues the trace. Takes effect only when `@opentelemetry/api` is installed. Default true.
+   */
+  tracing?: boolean;
+}
+
+/** Settings of the app's metrics. */
+export interface MetricsConfig {
+  /** Registry to register the metrics in (for example prom-client's default `register`). Default: the app's own. */
+  registry?: Registry;
+  /** Error codes besides the built-in ones that get a label of their own; later ones count as `OTHER`. Default 50. */
+  maxErrorCodes?: number;
 }
 
 const queueName = z
@@ -131,6 +150,21 @@ const appConfigSchema = z
     clusterWideCap: z.number().int().min(1).optional(),
     capMode: z.enum(['hard', 'soft']).default('hard'),
     prefetchBuffer: z.number().int().min(0).default(0),
+    metrics: z
+      .union([
+        z.boolean(),
+        z.strictObject({
+          registry: z
+            .custom<Registry>(
+              (v) => typeof (v as Registry | null)?.registerMetric === 'function',
+              'must be a prom-client Registry',
+            )
+            .optional(),
+          maxErrorCodes: z.number().int().min(0).max(1000).optional(),
+        }),
+      ])
+      .default(true),
+    tracing: z.boolean().default(true),
   })
   .superRefine((config, ctx) => {
     if (config.prefetchBuffer > 0 && config.capMode !== 'soft') {

@@ -97,7 +97,12 @@ export async function countTasks(db: Database, filter: TaskFilter = {}): Promise
 }
 
 /** Cancels one task (see {@link CancelResult}). */
-export async function cancelTask(db: Database, id: string): Promise<CancelResult> {
+export async function cancelTask(
+  db: Database,
+  id: string,
+  /** Called when the task was cancelled at once (metrics). */
+  onCancelled?: (task: { task_name: string; queue_name: string }) => void,
+): Promise<CancelResult> {
   const [row] = await db.run(TaskCancel, { id });
   if (!row) return { id, outcome: 'not_found', previousStatus: null };
   const previousStatus = row.previous_status as TaskStatus;
@@ -107,6 +112,7 @@ export async function cancelTask(db: Database, id: string): Promise<CancelResult
       : previousStatus === 'RUNNING'
         ? 'cancel_requested'
         : 'already_finished';
+  if (outcome === 'cancelled') onCancelled?.(row);
   if (outcome === 'cancelled' && row.workflow_id !== null && row.workflow_node !== null) {
     // The task of a workflow node: the node fails TASK_CANCELLED now, not at the next recovery pass. If this
     // step fails, the cancel stands and the recovery pass redoes the step.

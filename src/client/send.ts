@@ -18,6 +18,7 @@ import {
   UnknownQueueError,
 } from '../errors.js';
 import type { ConfigProblem, ValidationIssue } from '../errors.js';
+import type { HorsiesMetrics } from '../metrics/Metrics.js';
 import { payloadDigest, toCanonicalJson } from './json.js';
 
 /** Options of one send. */
@@ -72,6 +73,25 @@ export interface SendContext {
   /** Retention of completed rows per queue, for queues that set one. */
   queueRetentionMs: ReadonlyMap<string, number>;
   maxPayloadBytes: number;
+  /** Counts the tasks sent; null when the app has no metrics. */
+  metrics?: HorsiesMetrics | null;
+}
+
+/** Counts sent tasks in the app's metrics (one series per queue and task; a bulk send counts per queue). */
+export function countSent(ctx: SendContext, target: SendTarget, tasks: readonly TaskInsert[]): void {
+  const metrics = ctx.metrics;
+  if (!metrics || tasks.length === 0) return;
+  let queue = (tasks[0] as TaskInsert).queueName;
+  let run = 0;
+  for (const task of tasks) {
+    if (task.queueName !== queue) {
+      metrics.sent(queue, target.name, run);
+      queue = task.queueName;
+      run = 0;
+    }
+    run += 1;
+  }
+  metrics.sent(queue, target.name, run);
 }
 
 /** Validates one input and its options; returns the row to insert. Throws a typed error on bad input. */

@@ -51,11 +51,18 @@ export const TaskCountByFilter = statement<TaskFilterParams, { status: string; c
  */
 export const TaskCancel = statement<
   { id: string },
-  { previous_status: string; workflow_id: string | null; workflow_node: number | null }
+  {
+    previous_status: string;
+    workflow_id: string | null;
+    workflow_node: number | null;
+    task_name: string;
+    queue_name: string;
+  }
 >(
   'TaskCancel',
   `WITH target AS (
-     SELECT id, status, workflow_id, workflow_node FROM {{schema}}.horsies_tasks WHERE id = $1 FOR UPDATE
+     SELECT id, status, workflow_id, workflow_node, task_name, queue_name
+     FROM {{schema}}.horsies_tasks WHERE id = $1 FOR UPDATE
    ), cancelled AS (
      UPDATE {{schema}}.horsies_tasks t
      SET status = 'CANCELLED',
@@ -75,7 +82,7 @@ export const TaskCancel = statement<
      FROM target g
      WHERE t.id = g.id AND g.status = 'RUNNING'
    )
-   SELECT status AS previous_status, workflow_id, workflow_node FROM target`,
+   SELECT status AS previous_status, workflow_id, workflow_node, task_name, queue_name FROM target`,
   ({ id }) => [id],
 );
 

@@ -72,7 +72,7 @@ export const TaskReleaseClaimed = statement<{ workerId: string; tasks: OwnedTask
  */
 export const TaskRequeueStaleClaimed = statement<
   { thresholdMs: number; limit: number; now?: Date | null },
-  { id: string }
+  { id: string; task_name: string; queue_name: string }
 >(
   'TaskRequeueStaleClaimed',
   `WITH stale AS (
@@ -92,13 +92,15 @@ export const TaskRequeueStaleClaimed = statement<
    SET status = 'PENDING', claimed = false, claimed_at = NULL, claimed_by_worker_id = NULL,
        claim_expires_at = NULL, updated_at = now()
    WHERE t.id = ANY (ARRAY(SELECT id FROM stale))
-   RETURNING t.id`,
+   RETURNING t.id, t.task_name, t.queue_name`,
   ({ thresholdMs, limit, now }) => [thresholdMs, limit, now ?? null],
 );
 
 /** A RUNNING task whose runner went silent, locked for the reaper's verdict. */
 export interface StaleRunningRow {
   id: string;
+  task_name: string;
+  queue_name: string;
   claimed_by_worker_id: string;
   claim_generation: number;
   retry_count: number;
@@ -117,8 +119,8 @@ export const TaskLockStaleRunning = statement<
   StaleRunningRow
 >(
   'TaskLockStaleRunning',
-  `SELECT t.id, t.claimed_by_worker_id, t.claim_generation, t.retry_count, t.max_retries, t.task_options,
-          t.started_at
+  `SELECT t.id, t.task_name, t.queue_name, t.claimed_by_worker_id, t.claim_generation, t.retry_count,
+          t.max_retries, t.task_options, t.started_at
    FROM {{schema}}.horsies_tasks t
    WHERE t.claimed AND t.status = 'RUNNING'
      AND t.started_at < coalesce($3::timestamptz, now()) - $1 * interval '1 millisecond'

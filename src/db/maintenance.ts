@@ -15,7 +15,14 @@ export interface PruneParams {
 /** PENDING → EXPIRED (`TASK_EXPIRED`, no attempt row) for up to `limit` tasks whose `good_until` passed. */
 export const TaskExpireBatch = statement<
   { limit: number; now?: Date | null },
-  { id: string; status: 'EXPIRED'; workflow_id: string | null; workflow_node: number | null }
+  {
+    id: string;
+    status: 'EXPIRED';
+    workflow_id: string | null;
+    workflow_node: number | null;
+    task_name: string;
+    queue_name: string;
+  }
 >(
   'TaskExpireBatch',
   `WITH batch AS (
@@ -36,7 +43,7 @@ export const TaskExpireBatch = statement<
        updated_at = now()
    -- Through an array, so each row is found by primary key (a join with the CTE can turn into a full scan).
    WHERE t.id = ANY (ARRAY(SELECT id FROM batch))
-   RETURNING t.id, t.status, t.workflow_id, t.workflow_node`,
+   RETURNING t.id, t.status, t.workflow_id, t.workflow_node, t.task_name, t.queue_name`,
   ({ limit, now }) => [limit, now ?? null],
 );
 

@@ -17,7 +17,12 @@ export class Expirer implements MaintenanceService<ExpirerResult> {
 
   constructor(
     private readonly db: Database,
-    private readonly options: { batchSize: number; maxBatchesPerRun: number },
+    private readonly options: {
+      batchSize: number;
+      maxBatchesPerRun: number;
+      /** Follows each batch expired (metrics). */
+      onExpired?: (tasks: { id: string; task_name: string; queue_name: string }[]) => void;
+    },
     private readonly clock: Clock = databaseClock,
     /** Follows the expired tasks (their workflow nodes fail `TASK_EXPIRED` at once). */
     private readonly afterFinish: FinishHook | null = null,
@@ -31,6 +36,7 @@ export class Expirer implements MaintenanceService<ExpirerResult> {
         now: this.clock.now(),
       });
       expired += rows.length;
+      if (rows.length > 0) this.options.onExpired?.(rows);
       if (this.afterFinish && rows.some((r) => r.workflow_id !== null)) await this.afterFinish(rows);
       if (rows.length < this.options.batchSize) break;
     }

@@ -41,6 +41,23 @@ export interface ReaperOptions {
   random?: RandomSource;
   /** Called with the outcomes the reaper wrote, after they commit (the same hook the worker's finishes take). */
   afterFinish?: FinishHook;
+  /** Follows what each pass did, by task (metrics): stale claims requeued, stale runs retried or failed. */
+  observer?: ReaperObserver;
+}
+
+/** A task the reaper acted on, with what metrics label it by. */
+export interface ReapedTask {
+  id: string;
+  task_name: string;
+  queue_name: string;
+}
+
+/** Follows the reaper's passes. */
+export interface ReaperObserver {
+  /** Stale CLAIMED tasks went back to PENDING. */
+  requeued(tasks: ReapedTask[]): void;
+  /** Stale RUNNING tasks got their `WORKER_CRASHED` verdict: PENDING for a retry, else FAILED. */
+  reaped(tasks: (ReapedTask & { status: string })[]): void;
 }
 
 /** Finds and recovers tasks of dead workers. */
@@ -69,6 +86,7 @@ export class Reaper implements MaintenanceService<ReaperResult> {
           now: this.clock.now(),
         });
         result.requeued.push(...rows.map((r) => r.id));
+        if (rows.length > 0) this.options.observer?.requeued(rows);
         if (rows.length < limit) break;
       }
     }
@@ -83,16 +101,34 @@ export class Reaper implements MaintenanceService<ReaperResult> {
     return result;
   }
 
-  private reapRunning(limit: number): Promise<TaskFinishRow[]> {
-    return this.db.transaction(async (client) => {
+  private async reapRunning(limit: number): Promise<TaskFinishRow[]> {
+    const reaped = await this.db.transaction(async (client) => {
       const stale = await this.db.run(
         TaskLockStaleRunning,
         { thresholdMs: this.config.runningStaleThresholdMs, limit, now: this.clock.now() },
         client,
       );
-      if (stale.length === 0) return [];
-      return this.db.run(TaskFinishMany, { tasks: stale.map((row) => this.verdict(row)) }, client);
+      if (stale.length === 0) return { stale, written: [] };
+      const written = await this.db.run(
+        TaskFinishMany,
+        { tasks: stale.map((row) => this.verdict(row)) },
+        client,
+      );
+      return { stale, written };
     });
+    const observer = this.options.observer;
+    if (observer && reaped.written.length > 0) {
+      const names = new Map(reaped.stale.map((r) => [r.id, r]));
+      observer.reaped(
+        reaped.written.flatMap((w) => {
+          const row = names.get(w.id);
+          return row
+            ? [{ id: w.id, task_name: row.task_name, queue_name: row.queue_name, status: w.status }]
+            : [];
+        }),
+      );
+    }
+    return reaped.written;
   }
 
   private verdict(row: StaleRunningRow): TaskFinish {

@@ -9,6 +9,9 @@ import type { ResolvedRecoveryConfig } from './config.js';
 import { Expirer } from './Expirer.js';
 import type { MaintenanceService } from './Maintainer.js';
 import { Reaper } from './Reaper.js';
+import type { ReaperObserver } from './Reaper.js';
+import { ClusterCollector } from '../metrics/ClusterCollector.js';
+import type { HorsiesMetrics } from '../metrics/Metrics.js';
 import { Retainer } from './Retainer.js';
 import { WorkflowRecovery } from '../workflow/WorkflowRecovery.js';
 
@@ -20,16 +23,30 @@ export interface MaintenanceContext {
   clock: Clock;
   /** Follows every outcome a service writes (the reaper's verdicts, expiries), as it follows the worker's own. */
   afterFinish: FinishHook;
+  /** The process's metrics: counts what the services do and, with the collector, sets the cluster gauges. */
+  metrics?: HorsiesMetrics | null;
 }
 
 /** The services one maintenance pass runs, in order. */
 export function maintenanceServices(ctx: MaintenanceContext): MaintenanceService[] {
   const { db, recovery, clock } = ctx;
+  const metrics = ctx.metrics ?? null;
   return [
-    new Reaper(db, recovery, { clock, afterFinish: ctx.afterFinish }),
+    new Reaper(db, recovery, {
+      clock,
+      afterFinish: ctx.afterFinish,
+      observer: metrics === null ? undefined : reaperMetrics(metrics),
+    }),
     new Expirer(
       db,
-      { batchSize: recovery.retentionBatchSize, maxBatchesPerRun: recovery.retentionMaxBatchesPerRun },
+      {
+        batchSize: recovery.retentionBatchSize,
+        maxBatchesPerRun: recovery.retentionMaxBatchesPerRun,
+        onExpired:
+          metrics === null
+            ? undefined
+            : (rows) => rows.forEach((r) => metrics.expired(r.queue_name, r.task_name)),
+      },
       clock,
       ctx.afterFinish,
     ),
@@ -39,5 +56,22 @@ export function maintenanceServices(ctx: MaintenanceContext): MaintenanceService
       clock,
     ),
     new Retainer(db, recovery, clock),
+    ...(metrics === null ? [] : [new ClusterCollector(db, metrics)]),
   ];
+}
+
+// The reaper's verdicts counted like a worker's outcomes: a stale run ends WORKER_CRASHED, retried or failed.
+function reaperMetrics(metrics: HorsiesMetrics): ReaperObserver {
+  return {
+    requeued: (rows) => rows.forEach((r) => metrics.requeued(r.queue_name, r.task_name)),
+    reaped: (rows) =>
+      rows.forEach((r) =>
+        metrics.outcome(
+          r.queue_name,
+          r.task_name,
+          r.status === 'PENDING' ? 'retried' : 'failed',
+          'WORKER_CRASHED',
+        ),
+      ),
+  };
 }

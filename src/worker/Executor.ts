@@ -44,7 +44,8 @@ export interface ExecutorHooks {
    * handed back before it ran); its slot is free.
    */
   onSkipped(task: ClaimedTaskRow, reason: 'expired' | 'lost' | 'stopped'): void;
-  onStarted(task: ClaimedTaskRow, attempt: number): void;
+  /** A run starts; `startedAt` is the database's start time. */
+  onStarted(task: ClaimedTaskRow, attempt: number, startedAt: Date | null): void;
   /** A run ended; hand the finish to the completer. */
   onFinished(finish: TaskFinish, task: ClaimedTaskRow): void;
 }
@@ -138,7 +139,7 @@ export class Executor {
         );
         this.hooks.onSkipped(task, 'stopped');
       } else {
-        this.hooks.onStarted(task, row.attempt);
+        this.hooks.onStarted(task, row.attempt, row.started_at);
         const run = this.run(task, row.attempt);
         this.pending.add(run);
         void run.finally(() => this.pending.delete(run));

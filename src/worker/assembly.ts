@@ -24,6 +24,8 @@ import { Executor } from './Executor.js';
 import { Heartbeater } from './Heartbeater.js';
 import { Producer } from './Producer.js';
 import { StateReporter } from './StateReporter.js';
+import type { HorsiesMetrics } from '../metrics/Metrics.js';
+import { RunMetrics } from '../metrics/RunMetrics.js';
 import { ThreadPool } from './ThreadPool.js';
 import { Scheduler } from '../scheduler/Scheduler.js';
 import type { ScheduleConfig } from '../scheduler/declare.js';
@@ -39,6 +41,8 @@ export interface WorkerHost {
   >;
   /** Recurring tasks the maintenance leader sends. Default: none. */
   readonly schedules?: readonly ScheduleConfig[];
+  /** Metrics to count runs and maintenance in (the app's). Default: none. */
+  readonly metrics?: HorsiesMetrics | null;
 }
 
 /** Events a worker emits; tests and monitoring await them. */
@@ -111,6 +115,10 @@ export function assemble(
   const app = host.config;
   const { db, tasks } = host;
   const { identity } = cfg;
+  const metrics = host.metrics ?? null;
+  const runs = metrics === null ? null : new RunMetrics(metrics);
+  // Every written batch of outcomes passes through the sink, whichever part wrote it: count them there.
+  if (runs !== null) sink = countingOutcomes(sink, runs);
   const pool =
     [...tasks.values()].some((t) => t.policies.blocking) && cfg.appModule !== null
       ? new ThreadPool({ appModule: cfg.appModule, exportName: cfg.appExport, size: cfg.blockingThreads })
@@ -168,7 +176,10 @@ export function assemble(
     },
     {
       onSkipped: (task, reason) => {
-        if (reason === 'expired') sink.emit('task:expired', task.id);
+        if (reason === 'expired') {
+          runs?.expired(task);
+          sink.emit('task:expired', task.id);
+        }
         dispatcher.release([task.id]);
         // Its workflow's step gives the node back (READY, the never-run task withdrawn).
         if (reason === 'stopped') {
@@ -177,12 +188,14 @@ export function assemble(
           ]);
         }
       },
-      onStarted: (task, attempt) => {
+      onStarted: (task, attempt, startedAt) => {
+        runs?.started(task, startedAt);
         dispatcher.setPhase(task.id, 'running');
         sink.emit('task:started', task.id, attempt);
       },
       onFinished: (finish) => {
         dispatcher.setPhase(finish.id, 'finishing');
+        runs?.ran(finish.id);
         sink.emit('task:ran', finish.id, finish.status);
         completer.add(finish);
         dispatcher.scheduleDispatch();
@@ -250,11 +263,22 @@ export function assemble(
   const leader = new MaintenanceLeader(
     db,
     { candidateId: identity.workerId, checkIntervalMs: app.recovery.checkIntervalMs },
-    maintenanceServices({ db, recovery: app.recovery, clock: cfg.clock, afterFinish: sink.afterFinish }),
+    maintenanceServices({
+      db,
+      recovery: app.recovery,
+      clock: cfg.clock,
+      afterFinish: sink.afterFinish,
+      metrics,
+    }),
     logger,
     scheduler ? [scheduler] : [],
   );
-  for (const event of ['leader:elected', 'leader:lost'] as const) leader.on(event, () => sink.emit(event));
+  for (const event of ['leader:elected', 'leader:lost'] as const) {
+    leader.on(event, () => {
+      metrics?.setLeader(event === 'leader:elected');
+      sink.emit(event);
+    });
+  }
   leader.on('maintenance:ran', (service, result) => sink.emit('maintenance:ran', service, result));
   const reporter = new StateReporter(db, cfg.snapshotIntervalMs, StateReporter.describe(cfg, app, tasks), {
     counts: () => dispatcher.counts(),
@@ -296,4 +320,15 @@ function wakeOnNotifications(
   });
   listener.on('error', (error) => logger.warn({ err: error }, 'LISTEN connection lost; reconnecting'));
   return listener;
+}
+
+// The sink, with each settled batch counted into the metrics before the worker follows it.
+function countingOutcomes(sink: WorkerSink, runs: RunMetrics): WorkerSink {
+  return {
+    ...sink,
+    onSettled: (result, finishes) => {
+      runs.settled(result.finished, finishes);
+      sink.onSettled(result, finishes);
+    },
+  };
 }

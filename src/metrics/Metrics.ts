@@ -1,0 +1,312 @@
+/**
+ * Prometheus metrics of one process (`prom-client`). Per-process figures are counted from the events the
+ * process sees itself: its sends, its worker's starts and written outcomes, its maintenance passes. No statement
+ * runs for them. Cluster figures (tasks pending, claimed and running per queue, the oldest ready task's age, live
+ * workers) come from one query per maintenance pass on the leader ({@link ClusterCollector}); other processes
+ * report none of them, so a dashboard sums or takes the max over instances without counting twice.
+ *
+ * Label cardinality is bounded: a task name the app does not define and a queue it does not declare are counted
+ * as `other`; error codes are the built-in ones plus the first {@link MetricsOptions.maxErrorCodes} others seen,
+ * after which a new code is counted as `OTHER`.
+ */
+import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { BUILTIN_ERROR_CODES } from '../errors.js';
+
+/** Settings of {@link HorsiesMetrics}. */
+export interface MetricsOptions {
+  /** Registry to register the metrics in. Default: a registry of their own. */
+  registry?: Registry;
+  /** The queues the app declares. */
+  queues: readonly string[];
+  /** True for a task name the app defines (others are labelled `other`). */
+  isTaskName: (name: string) => boolean;
+  /** How many distinct error codes besides the built-in ones get a label of their own. Default 50. */
+  maxErrorCodes?: number;
+}
+
+/** A queue's figures, as the maintenance leader reads them. */
+export interface QueueFigures {
+  queue: string;
+  pending: number;
+  claimed: number;
+  running: number;
+  /** Seconds since the oldest PENDING task that is due became claimable; null when none is due. */
+  oldestPendingAgeSeconds: number | null;
+}
+
+/** How a written outcome is counted. */
+export type CountedOutcome = 'completed' | 'failed' | 'cancelled' | 'retried';
+
+/** The label value of a task name, queue or error code outside the declared set. */
+export const OTHER_LABEL = 'other';
+const OTHER_CODE = 'OTHER';
+
+const RUN_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600];
+const WAIT_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600, 21600];
+
+interface TaskSeries {
+  sent: Counter.Internal;
+  started: Counter.Internal;
+  completed: Counter.Internal;
+  cancelled: Counter.Internal;
+  expired: Counter.Internal;
+  requeued: Counter.Internal;
+  duration: Histogram.Internal<string>;
+  wait: Histogram.Internal<string>;
+}
+
+/**
+ * The library's metrics in one registry (`app.metrics.registry`). Every method is cheap: the labelled series
+ * of a (queue, task) pair are looked up once and kept.
+ */
+export class HorsiesMetrics {
+  /** The registry holding every horsies metric; serve it with `registry.metrics()`. */
+  readonly registry: Registry;
+  private readonly queues: Set<string>;
+  private readonly isTaskName: (name: string) => boolean;
+  private readonly maxErrorCodes: number;
+  private readonly codes = new Set<string>(BUILTIN_ERROR_CODES);
+  private readonly series = new Map<string, TaskSeries>();
+  private readonly coded = new Map<string, Counter.Internal>();
+
+  private readonly sentTotal: Counter<'queue' | 'task'>;
+  private readonly startedTotal: Counter<'queue' | 'task'>;
+  private readonly completedTotal: Counter<'queue' | 'task'>;
+  private readonly failedTotal: Counter<'queue' | 'task' | 'error_code'>;
+  private readonly retriedTotal: Counter<'queue' | 'task' | 'error_code'>;
+  private readonly expiredTotal: Counter<'queue' | 'task'>;
+  private readonly cancelledTotal: Counter<'queue' | 'task'>;
+  private readonly requeuedTotal: Counter<'queue' | 'task'>;
+  private readonly runDuration: Histogram<'queue' | 'task'>;
+  private readonly queueWait: Histogram<'queue' | 'task'>;
+  private readonly pending: Gauge<'queue'>;
+  private readonly claimed: Gauge<'queue'>;
+  private readonly running: Gauge<'queue'>;
+  private readonly oldestPending: Gauge<'queue'>;
+  private readonly workersLive: Gauge;
+  private readonly leader: Gauge;
+
+  constructor(options: MetricsOptions) {
+    this.registry = options.registry ?? new Registry();
+    this.queues = new Set(options.queues);
+    this.isTaskName = options.isTaskName;
+    this.maxErrorCodes = options.maxErrorCodes ?? 50;
+    const registers = [this.registry];
+    const counter = <L extends string>(name: string, help: string, labelNames: L[]): Counter<L> =>
+      new Counter({ name, help, labelNames, registers });
+    const gauge = <L extends string>(name: string, help: string, labelNames: L[]): Gauge<L> =>
+      new Gauge({ name, help, labelNames, registers });
+    const byTask: ('queue' | 'task')[] = ['queue', 'task'];
+    const byCode: ('queue' | 'task' | 'error_code')[] = ['queue', 'task', 'error_code'];
+    this.sentTotal = counter('horsies_tasks_sent_total', 'Tasks sent by this process.', byTask);
+    this.startedTotal = counter('horsies_tasks_started_total', 'Runs started by this process.', byTask);
+    this.completedTotal = counter('horsies_tasks_completed_total', 'Tasks this process completed.', byTask);
+    this.failedTotal = counter(
+      'horsies_tasks_failed_total',
+      'Tasks this process failed for good (no retry left or not retryable), by error code.',
+      byCode,
+    );
+    this.retriedTotal = counter(
+      'horsies_tasks_retried_total',
+      'Attempts that ended in a retry (back to PENDING), by the error code that caused it.',
+      byCode,
+    );
+    this.expiredTotal = counter(
+      'horsies_tasks_expired_total',
+      'Tasks this process expired (good_until passed before they started).',
+      byTask,
+    );
+    this.cancelledTotal = counter('horsies_tasks_cancelled_total', 'Tasks this process cancelled.', byTask);
+    this.requeuedTotal = counter(
+      'horsies_tasks_requeued_total',
+      'Claimed tasks the reaper of this process handed back to PENDING (their claimer went silent).',
+      byTask,
+    );
+    this.runDuration = new Histogram({
+      name: 'horsies_task_run_duration_seconds',
+      help: 'Time from the start of a run to its outcome, in this process.',
+      labelNames: byTask,
+      buckets: RUN_BUCKETS,
+      registers,
+    });
+    this.queueWait = new Histogram({
+      name: 'horsies_task_queue_wait_seconds',
+      help: 'Time from a task becoming claimable (enqueued_at, moved by a retry delay) to its start.',
+      labelNames: byTask,
+      buckets: WAIT_BUCKETS,
+      registers,
+    });
+    this.pending = gauge(
+      'horsies_queue_pending_tasks',
+      'PENDING tasks per queue (maintenance leader only).',
+      ['queue'],
+    );
+    this.claimed = gauge(
+      'horsies_queue_claimed_tasks',
+      'CLAIMED tasks per queue (maintenance leader only).',
+      ['queue'],
+    );
+    this.running = gauge(
+      'horsies_queue_running_tasks',
+      'RUNNING tasks per queue (maintenance leader only).',
+      ['queue'],
+    );
+    this.oldestPending = gauge(
+      'horsies_queue_oldest_pending_age_seconds',
+      'Age of the oldest due PENDING task per queue, 0 when none is due (maintenance leader only).',
+      ['queue'],
+    );
+    this.workersLive = gauge(
+      'horsies_workers_live',
+      'Workers that wrote a snapshot in the last 30 s (maintenance leader only).',
+      [],
+    );
+    this.leader = gauge(
+      'horsies_maintenance_leader',
+      '1 while this process holds the maintenance leadership, else 0.',
+      [],
+    );
+    this.leader.set(0);
+  }
+
+  /** `count` tasks of `task` were sent to `queue`. */
+  sent(queue: string, task: string, count = 1): void {
+    this.of(queue, task).sent.inc(count);
+  }
+
+  /** A run started, `waitSeconds` after its task became claimable. */
+  started(queue: string, task: string, waitSeconds: number): void {
+    const s = this.of(queue, task);
+    s.started.inc();
+    s.wait.observe(Math.max(0, waitSeconds));
+  }
+
+  /** A run ended after `seconds` (its outcome may not be written yet). */
+  ran(queue: string, task: string, seconds: number): void {
+    this.of(queue, task).duration.observe(Math.max(0, seconds));
+  }
+
+  /** An outcome was written. `errorCode` labels failures and retries. */
+  outcome(queue: string, task: string, outcome: CountedOutcome, errorCode: string | null = null): void {
+    if (outcome === 'completed') this.of(queue, task).completed.inc();
+    else if (outcome === 'cancelled') this.of(queue, task).cancelled.inc();
+    else
+      this.withCode(
+        outcome === 'failed' ? this.failedTotal : this.retriedTotal,
+        queue,
+        task,
+        errorCode,
+      ).inc();
+  }
+
+  /** Tasks expired (before their start or while they waited). */
+  expired(queue: string, task: string, count = 1): void {
+    this.of(queue, task).expired.inc(count);
+  }
+
+  /** The reaper handed a stale claim back to PENDING. */
+  requeued(queue: string, task: string, count = 1): void {
+    this.of(queue, task).requeued.inc(count);
+  }
+
+  /** Whether this process holds the maintenance leadership; losing it clears the cluster gauges. */
+  setLeader(leading: boolean): void {
+    this.leader.set(leading ? 1 : 0);
+    if (!leading) this.clearCluster();
+  }
+
+  /** The cluster's figures as the leader read them: declared queues not listed read 0. */
+  setCluster(queues: readonly QueueFigures[], liveWorkers: number): void {
+    // Undeclared queues share the `other` label: their counts add up, their ages take the oldest.
+    const byLabel = new Map<string, QueueFigures>();
+    for (const queue of this.queues) {
+      byLabel.set(queue, { queue, pending: 0, claimed: 0, running: 0, oldestPendingAgeSeconds: null });
+    }
+    for (const f of queues) {
+      const label = this.queueLabel(f.queue);
+      const prior = byLabel.get(label);
+      byLabel.set(
+        label,
+        prior === undefined
+          ? { ...f, queue: label }
+          : {
+              queue: label,
+              pending: prior.pending + f.pending,
+              claimed: prior.claimed + f.claimed,
+              running: prior.running + f.running,
+              oldestPendingAgeSeconds: Math.max(
+                prior.oldestPendingAgeSeconds ?? 0,
+                f.oldestPendingAgeSeconds ?? 0,
+              ),
+            },
+      );
+    }
+    this.clearCluster();
+    for (const f of byLabel.values()) {
+      const labels = { queue: f.queue };
+      this.pending.set(labels, f.pending);
+      this.claimed.set(labels, f.claimed);
+      this.running.set(labels, f.running);
+      this.oldestPending.set(labels, f.oldestPendingAgeSeconds ?? 0);
+    }
+    this.workersLive.set(liveWorkers);
+  }
+
+  /** Drops every cluster gauge (this process no longer reads them). */
+  clearCluster(): void {
+    for (const g of [this.pending, this.claimed, this.running, this.oldestPending, this.workersLive])
+      g.reset();
+  }
+
+  private of(queue: string, task: string): TaskSeries {
+    const key = `${queue}\u0000${task}`;
+    let s = this.series.get(key);
+    if (s === undefined) {
+      const labels = [this.queueLabel(queue), this.taskLabel(task)];
+      s = {
+        sent: this.sentTotal.labels(...labels),
+        started: this.startedTotal.labels(...labels),
+        completed: this.completedTotal.labels(...labels),
+        cancelled: this.cancelledTotal.labels(...labels),
+        expired: this.expiredTotal.labels(...labels),
+        requeued: this.requeuedTotal.labels(...labels),
+        duration: this.runDuration.labels(...labels),
+        wait: this.queueWait.labels(...labels),
+      };
+      // Names outside the declared set all map to `other`; keep the map bounded by the declared pairs too.
+      if (this.series.size < 10_000) this.series.set(key, s);
+    }
+    return s;
+  }
+
+  private withCode(
+    counter: Counter<'queue' | 'task' | 'error_code'>,
+    queue: string,
+    task: string,
+    errorCode: string | null,
+  ): Counter.Internal {
+    const code = this.codeLabel(errorCode ?? 'UNHANDLED_ERROR');
+    const key = `${counter === this.failedTotal ? 'f' : 'r'}\u0000${queue}\u0000${task}\u0000${code}`;
+    let child = this.coded.get(key);
+    if (child === undefined) {
+      child = counter.labels(this.queueLabel(queue), this.taskLabel(task), code);
+      if (this.coded.size < 10_000) this.coded.set(key, child);
+    }
+    return child;
+  }
+
+  private queueLabel(queue: string): string {
+    return this.queues.has(queue) ? queue : OTHER_LABEL;
+  }
+
+  private taskLabel(task: string): string {
+    return this.isTaskName(task) ? task : OTHER_LABEL;
+  }
+
+  private codeLabel(code: string): string {
+    if (this.codes.has(code)) return code;
+    if (this.codes.size - BUILTIN_ERROR_CODES.length >= this.maxErrorCodes) return OTHER_CODE;
+    this.codes.add(code);
+    return code;
+  }
+}

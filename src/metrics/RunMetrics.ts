@@ -1,0 +1,89 @@
+/**
+ * A worker's runs, counted from its own events: a start (with the time the task waited), the run's end (its
+ * duration) and the written outcome (the status the database gave it, which may differ from what the handler
+ * asked for: a retry past `good_until` fails, a retry of a task with a cancel request is cancelled, a finish whose
+ * claim was lost writes nothing). No statement runs for any of it.
+ */
+import type { ClaimedTaskRow, TaskFinish, TaskFinishRow } from '../db/tasks.js';
+import type { HorsiesMetrics } from './Metrics.js';
+
+interface Held {
+  queue: string;
+  task: string;
+  /** performance.now() at the start. */
+  startedAt: number;
+  /** The run's duration was observed (at its end, or at its written outcome when no end was reported). */
+  timed: boolean;
+}
+
+/** Counts one worker's runs into the app's metrics. */
+export class RunMetrics {
+  private readonly held = new Map<string, Held>();
+
+  constructor(private readonly metrics: HorsiesMetrics) {}
+
+  /** A run started; `startedAt` is the database's start time, compared with `enqueued_at` on the same clock. */
+  started(task: ClaimedTaskRow, startedAt: Date | null): void {
+    this.held.set(task.id, {
+      queue: task.queue_name,
+      task: task.task_name,
+      startedAt: performance.now(),
+      timed: false,
+    });
+    const waited = startedAt === null ? 0 : (startedAt.getTime() - task.enqueued_at.getTime()) / 1000;
+    this.metrics.started(task.queue_name, task.task_name, waited);
+  }
+
+  /** The task expired when it was about to start. */
+  expired(task: ClaimedTaskRow): void {
+    this.metrics.expired(task.queue_name, task.task_name);
+  }
+
+  /** A run ended; its outcome is on its way to the database. */
+  ran(id: string): void {
+    const held = this.held.get(id);
+    if (held) this.time(held);
+  }
+
+  /**
+   * Outcomes were written (`written`) or found superseded; `finishes` are what was asked for, every one of them
+   * now settled.
+   */
+  settled(written: readonly TaskFinishRow[], finishes: readonly TaskFinish[]): void {
+    const asked = finishes.length === 1 ? null : new Map(finishes.map((f) => [f.id, f]));
+    for (const row of written) {
+      const held = this.held.get(row.id);
+      const finish = asked === null ? finishes[0] : asked.get(row.id);
+      if (!held || !finish || finish.id !== row.id) continue;
+      this.time(held);
+      switch (row.status) {
+        case 'COMPLETED':
+          this.metrics.outcome(held.queue, held.task, 'completed');
+          break;
+        case 'CANCELLED':
+          this.metrics.outcome(held.queue, held.task, 'cancelled');
+          break;
+        case 'FAILED':
+          this.metrics.outcome(held.queue, held.task, 'failed', finish.errorCode);
+          break;
+        case 'PENDING':
+          // A release hands the task back as if it never ran: not a retry.
+          if (finish.status === 'RETRY')
+            this.metrics.outcome(held.queue, held.task, 'retried', finish.errorCode);
+          break;
+      }
+    }
+    for (const finish of finishes) this.held.delete(finish.id);
+  }
+
+  /** Forgets a task that will not finish here. */
+  forget(id: string): void {
+    this.held.delete(id);
+  }
+
+  private time(held: Held): void {
+    if (held.timed) return;
+    held.timed = true;
+    this.metrics.ran(held.queue, held.task, (performance.now() - held.startedAt) / 1000);
+  }
+}
