@@ -73,7 +73,12 @@ export default tseslint.config(
     'client/ never depends on worker/: the worker takes a host.',
   ),
   layer(
-    ['src/workflow/step.ts', 'src/workflow/WorkflowRecovery.ts', 'src/workflow/wiring.ts'],
+    [
+      'src/workflow/step.ts',
+      'src/workflow/control.ts',
+      'src/workflow/WorkflowRecovery.ts',
+      'src/workflow/wiring.ts',
+    ],
     ['../client/**', '../worker/**', '../cli/**'],
     'The workflow engine runs from stored rows alone: recovery (and any worker) steps a workflow without its code.',
   ),

@@ -11,6 +11,7 @@ export type {
   ShutdownPolicy,
   TaskConfig,
   TaskContext,
+  TaskWorkflowContext,
   TaskHandler,
 } from './client/TaskDefinition.js';
 export { TaskHandle } from './client/TaskHandle.js';
@@ -34,6 +35,7 @@ export {
 export type {
   NodeJoin,
   NodeOptions,
+  SubworkflowNodeOptions,
   StartOptions,
   SuccessPolicy,
   TerminalResults,
@@ -41,7 +43,11 @@ export type {
   WorkflowOptions,
 } from './workflow/WorkflowDefinition.js';
 export { WorkflowHandle } from './workflow/WorkflowHandle.js';
-export type { WorkflowNodeInfo } from './workflow/WorkflowHandle.js';
+export type { WorkflowFilter, WorkflowInfo, WorkflowNodeInfo } from './workflow/WorkflowHandle.js';
+export type {
+  CancelResult as WorkflowCancelResult,
+  ControlResult as WorkflowControlResult,
+} from './workflow/control.js';
 export type { Ref, Wired } from './workflow/refs.js';
 export type { WorkflowNodeStatus, WorkflowStatus } from './db/workflows.js';
 export { Scheduler, slotTaskId } from './scheduler/Scheduler.js';

@@ -40,6 +40,9 @@ import {
   setQueuePaused,
 } from './operations.js';
 import type { CancelResult, QueueInfo, ResubmitResult, TaskFilter } from './operations.js';
+import type { ChildWorkflow } from '../workflow/step.js';
+import { WorkflowHandle, listWorkflows } from '../workflow/WorkflowHandle.js';
+import type { WorkflowFilter, WorkflowInfo } from '../workflow/WorkflowHandle.js';
 
 const APP_BRAND = Symbol.for('horsies.App');
 
@@ -85,6 +88,10 @@ export class App implements HandleHost {
    * `horsies worker --metrics-port N`. See `docs/observability.md`.
    */
   readonly metrics: HorsiesMetrics | null;
+  /**
+   * @internal Workflows that subworkflow nodes run, by name: registered when a workflow using one is built.
+   */
+  readonly workflows = new Map<string, ChildWorkflow>();
   private readonly registry = new Map<string, TaskDefinition<StandardSchemaV1, unknown>>();
   private readonly sendContext: SendContext;
   private readonly waiter: ResultWaiter;
@@ -276,6 +283,16 @@ export class App implements HandleHost {
   /** @internal Used by handles. */
   waitForResult<T>(id: string, timeoutMs?: number): Promise<TaskResult<T>> {
     return this.waiter.wait<T>(id, timeoutMs);
+  }
+
+  /** Workflow runs, newest first, by status and name (see {@link WorkflowFilter}). */
+  listWorkflows(filter: WorkflowFilter = {}): Promise<WorkflowInfo[]> {
+    return listWorkflows(this.db, filter);
+  }
+
+  /** A handle on a workflow run by id (pause, resume, cancel, nodes; its result untyped). */
+  getWorkflow(id: string): WorkflowHandle<unknown> {
+    return new WorkflowHandle<unknown>(this, id);
   }
 
   /** @internal Waits on another source of outcomes (workflows); one waiter, one LISTEN per source. */

@@ -48,6 +48,8 @@ export interface WorkflowInsert {
   /** JSON text. */
   params: string;
   nodesTotal: number;
+  /** For a child workflow: the node of the parent that runs it, and the root of the tree. */
+  parent?: { workflowId: string; nodeIndex: number; rootId: string; depth: number } | null;
 }
 
 /**
@@ -62,16 +64,30 @@ export const WorkflowInsert = statement<
   `WITH inserted AS (
      INSERT INTO {{schema}}.horsies_workflows
        (id, name, status, on_error, output_index, success_policy, definition_sha, params, nodes_total,
-        root_workflow_id, started_at)
-     VALUES ($1, $2, 'RUNNING', $3, $4, $5::jsonb, $6, $7::jsonb, $8, $1, now())
+        root_workflow_id, parent_workflow_id, parent_node_index, depth, started_at)
+     VALUES ($1::text, $2, 'RUNNING', $3, $4, $5::jsonb, $6, $7::jsonb, $8, COALESCE($11::text, $1::text),
+             $9::text, $10::int, COALESCE($12::int, 0), now())
      ON CONFLICT (id) DO NOTHING
      RETURNING id, definition_sha
    )
    SELECT id, definition_sha, true AS created FROM inserted
    UNION ALL
    SELECT id, definition_sha, false FROM {{schema}}.horsies_workflows
-   WHERE id = $1 AND NOT EXISTS (SELECT 1 FROM inserted)`,
-  (w) => [w.id, w.name, w.onError, w.outputIndex, w.successPolicy, w.definitionSha, w.params, w.nodesTotal],
+   WHERE id = $1::text AND NOT EXISTS (SELECT 1 FROM inserted)`,
+  (w) => [
+    w.id,
+    w.name,
+    w.onError,
+    w.outputIndex,
+    w.successPolicy,
+    w.definitionSha,
+    w.params,
+    w.nodesTotal,
+    w.parent?.workflowId ?? null,
+    w.parent?.nodeIndex ?? null,
+    w.parent?.rootId ?? null,
+    w.parent?.depth ?? null,
+  ],
 );
 
 /** One node to insert. */
@@ -93,6 +109,8 @@ export interface WorkflowNodeInsert {
   taskOptions: string | null;
   goodUntil: Date | null;
   status: 'PENDING' | 'READY';
+  /** For a node that runs a whole workflow: the registered name of that workflow; else null. */
+  subworkflow: string | null;
 }
 
 /** Inserts the nodes of a new workflow. */
@@ -100,16 +118,16 @@ export const WorkflowNodeInsertMany = statement<{ workflowId: string; nodes: Wor
   'WorkflowNodeInsertMany',
   `INSERT INTO {{schema}}.horsies_workflow_tasks
      (workflow_id, node_index, node_id, task_name, queue_name, priority, dependencies, dependents, join_rule,
-      min_success, allow_failed_deps, input_template, max_retries, task_options, good_until, status)
+      min_success, allow_failed_deps, input_template, max_retries, task_options, good_until, status, subworkflow)
    SELECT $1, n.node_index, n.node_id, n.task_name, n.queue_name, n.priority,
           ARRAY(SELECT jsonb_array_elements_text(n.dependencies)::int),
           ARRAY(SELECT jsonb_array_elements_text(n.dependents)::int),
           n.join_rule, n.min_success, n.allow_failed_deps, n.input_template, n.max_retries, n.task_options,
-          n.good_until, n.status
+          n.good_until, n.status, n.subworkflow
    FROM jsonb_to_recordset($2::jsonb) AS n(node_index int, node_id text, task_name text, queue_name text,
           priority int, dependencies jsonb, dependents jsonb, join_rule text, min_success int,
           allow_failed_deps bool, input_template jsonb, max_retries int, task_options jsonb,
-          good_until timestamptz, status text)`,
+          good_until timestamptz, status text, subworkflow text)`,
   ({ workflowId, nodes }) => [
     workflowId,
     JSON.stringify(
@@ -129,6 +147,7 @@ export const WorkflowNodeInsertMany = statement<{ workflowId: string; nodes: Wor
         task_options: n.taskOptions === null ? null : (JSON.parse(n.taskOptions) as unknown),
         good_until: n.goodUntil?.toISOString() ?? null,
         status: n.status,
+        subworkflow: n.subworkflow,
       })),
     ),
   ],
@@ -150,7 +169,7 @@ export const WorkflowNodeEnqueue = statement<
      UPDATE {{schema}}.horsies_workflow_tasks n
      SET status = 'ENQUEUED', task_id = i.task_id, enqueued_at = now(), updated_at = now()
      FROM input i
-     WHERE n.node_key = $1 || ':' || i.node_index AND n.status = 'READY'
+     WHERE n.node_key = $1 || ':' || i.node_index AND n.status = 'READY' AND n.subworkflow IS NULL
      RETURNING n.node_index, n.task_id, n.task_name, n.queue_name, n.priority, n.max_retries, n.task_options,
                n.good_until, i.kwargs
    ), inserted AS (
@@ -196,15 +215,31 @@ export interface SettledNodeRow {
 // scans every node of the workflow on each step, which made a 2,000-node fan-out quadratic.
 const settleSql = (nodes: 'named' | 'all'): string =>
   `WITH source AS (
-     SELECT n.node_key, t.id AS task_found, t.status AS task_status, t.result AS task_result
+     SELECT n.node_key, n.subworkflow IS NOT NULL AS nested, t.id AS task_found, t.status AS task_status,
+            t.result AS task_result, c.id AS child_found, c.status AS child_status, c.result AS child_result
      FROM {{schema}}.horsies_workflow_tasks n
      LEFT JOIN {{schema}}.horsies_tasks t ON t.id = n.task_id
+     LEFT JOIN {{schema}}.horsies_workflows c ON c.id = n.child_workflow_id
      WHERE ${nodes === 'named' ? `n.node_key = ANY (${nodeKeys('$2')})` : 'n.workflow_id = $1'}
        AND n.status IN ('ENQUEUED', 'RUNNING')
-       AND (t.id IS NULL OR t.status IN ('COMPLETED', 'FAILED', 'CANCELLED', 'EXPIRED'))
+       AND CASE WHEN n.subworkflow IS NULL
+                THEN t.id IS NULL OR t.status IN ('COMPLETED', 'FAILED', 'CANCELLED', 'EXPIRED')
+                ELSE c.id IS NULL OR c.status IN ('COMPLETED', 'FAILED', 'CANCELLED') END
    ), decided AS (
      SELECT s.node_key,
             CASE
+              WHEN s.nested AND s.child_status = 'COMPLETED' AND s.child_result ? 'ok' THEN s.child_result
+              WHEN s.nested THEN jsonb_build_object('err', jsonb_build_object(
+                'code', 'SUBWORKFLOW_FAILED',
+                'message', CASE WHEN s.child_found IS NULL THEN 'the child workflow of this node no longer exists'
+                                ELSE 'child workflow ' || s.child_found || ' ended ' || s.child_status END,
+                'data', jsonb_build_object(
+                  'workflowId', s.child_found,
+                  'status', s.child_status,
+                  'nodes', (SELECT jsonb_object_agg(k.status, k.count) FROM (
+                              SELECT cn.status, count(*) AS count FROM {{schema}}.horsies_workflow_tasks cn
+                              WHERE cn.workflow_id = s.child_found GROUP BY cn.status) k),
+                  'error', s.child_result -> 'err')))
               WHEN s.task_found IS NULL THEN jsonb_build_object('err', jsonb_build_object(
                 'code', 'TASK_NOT_FOUND', 'message', 'the task of this node no longer exists'))
               WHEN s.task_status = 'COMPLETED' AND s.task_result ? 'ok' THEN s.task_result
@@ -237,7 +272,9 @@ function nodeKeys(param: string): string {
  * ENQUEUED or RUNNING → COMPLETED or FAILED for the named nodes whose task is terminal (or gone), with the task's
  * stored result, or a synthesized one where none is stored: `WORKER_CRASHED` for FAILED, `TASK_CANCELLED`,
  * `TASK_EXPIRED`, `RESULT_NOT_AVAILABLE` for COMPLETED (the node fails) and `TASK_NOT_FOUND` for a task row that
- * no longer exists. A compare-and-set: a node already terminal is not changed again, so a replay is a no-op.
+ * no longer exists. A subworkflow node settles from its child workflow once that ended: the child's result, or
+ * `SUBWORKFLOW_FAILED` with the child's id, status, node counts by status and error. A compare-and-set: a node
+ * already terminal is not changed again, so a replay is a no-op.
  */
 export const WorkflowNodeSettle = statement<{ workflowId: string; nodes: number[] }, SettledNodeRow>(
   'WorkflowNodeSettle',
@@ -262,6 +299,8 @@ export interface EvaluatedNodeRow {
   /** For a node that became READY: its input template and the state of the nodes it reads from. */
   input_template: unknown;
   upstream: Record<string, { status: string; result: unknown }> | null;
+  /** The workflow a subworkflow node runs (its registered name), else null. */
+  subworkflow: string | null;
 }
 
 /**
@@ -321,7 +360,7 @@ export const WorkflowNodeEvaluate = statement<
        updated_at = now()
    FROM decided d
    WHERE n.node_key = d.node_key
-   RETURNING n.node_index, n.status, n.status <> d.old_status AS changed, n.dependents,
+   RETURNING n.node_index, n.status, n.status <> d.old_status AS changed, n.dependents, n.subworkflow,
              CASE WHEN n.status = 'READY' AND d.old_status <> 'READY' THEN n.input_template END AS input_template,
              CASE WHEN n.status = 'READY' AND d.old_status <> 'READY' THEN (
                SELECT jsonb_object_agg(u.node_index, jsonb_build_object('status', u.status, 'result', u.result))
@@ -366,10 +405,10 @@ export const WorkflowNodeRecount = statement<{ workflowId: string }, { node_inde
 /** READY nodes without a task (recovery), with what enqueuing them needs. */
 export const WorkflowNodeListReady = statement<
   { workflowId: string },
-  Pick<EvaluatedNodeRow, 'node_index' | 'input_template' | 'upstream'>
+  Pick<EvaluatedNodeRow, 'node_index' | 'input_template' | 'upstream' | 'subworkflow'>
 >(
   'WorkflowNodeListReady',
-  `SELECT n.node_index, n.input_template, (
+  `SELECT n.node_index, n.input_template, n.subworkflow, (
      SELECT jsonb_object_agg(u.node_index, jsonb_build_object('status', u.status, 'result', u.result))
      FROM {{schema}}.horsies_workflow_tasks u
      WHERE u.node_key = ANY (ARRAY(
@@ -543,9 +582,18 @@ export const WorkflowListStale = statement<
          WHERE n.workflow_id = w.id AND n.status IN ('PENDING', 'READY', 'ENQUEUED', 'RUNNING')
            AND (
              -- a task that ended (or vanished) without its node following
-             (n.status IN ('ENQUEUED', 'RUNNING')
+             (n.status IN ('ENQUEUED', 'RUNNING') AND n.subworkflow IS NULL
                AND (t.id IS NULL OR (t.status IN ('COMPLETED', 'FAILED', 'CANCELLED', 'EXPIRED')
                                      AND t.finished_at < coalesce($3::timestamptz, now()) - $1 * interval '1 millisecond')))
+             -- a child workflow that ended (or vanished) without its parent node following
+             OR (n.status IN ('ENQUEUED', 'RUNNING') AND n.subworkflow IS NOT NULL AND NOT EXISTS (
+                   SELECT 1 FROM {{schema}}.horsies_workflows c
+                   WHERE c.id = n.child_workflow_id
+                     AND (c.completed_at IS NULL
+                          OR c.completed_at >= coalesce($3::timestamptz, now()) - $1 * interval '1 millisecond')))
+             -- a paused workflow's task that never ran and was not withdrawn
+             OR (w.status = 'PAUSED' AND n.status = 'ENQUEUED' AND n.subworkflow IS NULL
+                 AND NOT t.claimed AND t.finished_at IS NULL AND t.attempt = 0)
              -- a READY node that never got its task
              OR (w.status = 'RUNNING' AND n.status = 'READY')
              -- a PENDING node whose dependencies are all terminal
@@ -610,4 +658,194 @@ export const WorkflowNodeGraph = statement<{ workflowId: string }, WorkflowNodeG
    WHERE n.workflow_id = $1
    ORDER BY n.node_index`,
   ({ workflowId }) => [workflowId],
+);
+
+/** Locks the children of the given workflows, in id order (a tree is locked level by level, parents first). */
+export const WorkflowLockChildren = statement<{ parentIds: string[] }, WorkflowRow>(
+  'WorkflowLockChildren',
+  `SELECT * FROM {{schema}}.horsies_workflows
+   WHERE parent_workflow_id = ANY ($1::text[])
+   ORDER BY id
+   FOR UPDATE`,
+  ({ parentIds }) => [parentIds],
+);
+
+/** Sets the status of the given workflows that are in one of `from` (pause, resume). Returns the ids changed. */
+export const WorkflowSetStatus = statement<
+  { ids: string[]; from: WorkflowStatus[]; to: WorkflowStatus },
+  { id: string }
+>(
+  'WorkflowSetStatus',
+  `UPDATE {{schema}}.horsies_workflows SET status = $3, updated_at = now()
+   WHERE id = ANY ($1::text[]) AND status = ANY ($2::text[])
+   RETURNING id`,
+  ({ ids, from, to }) => [ids, from, to],
+);
+
+/**
+ * Gives back the nodes of stopped (paused) workflows whose task never ran and is not claimed: the task row is
+ * deleted (it has no attempt) and its node goes back to READY, to be enqueued afresh on resume. A task claimed
+ * meanwhile is left to its start, which hands it back (STOPPED), after which the next step withdraws it. Tasks
+ * that ran before (a retry waiting) stay PENDING and linked; the claim skips them while the workflow is not
+ * RUNNING.
+ */
+export const WorkflowWithdrawPending = statement<
+  { ids: string[] },
+  { workflow_id: string; node_index: number }
+>(
+  'WorkflowWithdrawPending',
+  `WITH held AS (
+     SELECT n.node_key, n.task_id FROM {{schema}}.horsies_workflow_tasks n
+     JOIN {{schema}}.horsies_tasks t ON t.id = n.task_id
+     WHERE n.workflow_id = ANY ($1::text[]) AND n.status = 'ENQUEUED' AND n.subworkflow IS NULL
+       AND NOT t.claimed AND t.finished_at IS NULL AND t.attempt = 0
+   ), gone AS (
+     DELETE FROM {{schema}}.horsies_tasks t USING held h
+     WHERE t.id = h.task_id AND NOT t.claimed AND t.finished_at IS NULL AND t.attempt = 0
+     RETURNING t.id
+   )
+   UPDATE {{schema}}.horsies_workflow_tasks n
+   SET status = 'READY', task_id = NULL, enqueued_at = NULL, updated_at = now()
+   FROM held h
+   WHERE n.node_key = h.node_key AND h.task_id IN (SELECT id FROM gone)
+   RETURNING n.workflow_id, n.node_index`,
+  ({ ids }) => [ids],
+);
+
+/**
+ * Wakes workers for the PENDING tasks of resumed workflows (retries held while they were paused): the same
+ * notifications a new task sends, once per queue.
+ */
+export const WorkflowWakeHeld = statement<{ ids: string[]; schema: string }, { queue_name: string }>(
+  'WorkflowWakeHeld',
+  `SELECT q.queue_name FROM (
+     SELECT DISTINCT t.queue_name FROM {{schema}}.horsies_workflow_tasks n
+     JOIN {{schema}}.horsies_tasks t ON t.id = n.task_id
+     WHERE n.workflow_id = ANY ($1::text[]) AND n.status = 'ENQUEUED' AND NOT t.claimed AND t.finished_at IS NULL
+   ) q,
+   LATERAL (SELECT pg_notify($2 || ':task_new', q.queue_name),
+                   pg_notify($2 || ':task_queue_' || q.queue_name, '')) n`,
+  ({ ids, schema }) => [ids, schema],
+);
+
+/**
+ * Cancels workflows (a tree, locked by the caller): each CANCELLED with `WORKFLOW_CANCELLED` (notified on
+ * `<schema>:workflow_done`); their tasks that had not started CANCELLED (`TASK_CANCELLED`) and those running
+ * asked to stop (`cancel_requested_at`, which notifies their worker); every node not started, and every node
+ * whose task was cancelled or whose child workflow is cancelled with it, SKIPPED with `WORKFLOW_CANCELLED`. A
+ * task that is running keeps its node open: if it still returns, the next step records its result.
+ */
+export const WorkflowCancelMany = statement<
+  { ids: string[]; channel: string },
+  { id: string; tasks_cancelled: number; tasks_stopping: number; nodes_skipped: number }
+>(
+  'WorkflowCancelMany',
+  `WITH open AS (
+     SELECT n.task_id FROM {{schema}}.horsies_workflow_tasks n
+     WHERE n.workflow_id = ANY ($1::text[]) AND n.status IN ('ENQUEUED', 'RUNNING') AND n.task_id IS NOT NULL
+   ), tasks AS (
+     -- One UPDATE for both cases: a task that starts while this waits for its row is re-checked as RUNNING
+     -- and asked to stop, rather than missed.
+     UPDATE {{schema}}.horsies_tasks t
+     SET status = CASE WHEN t.status IN ('PENDING', 'CLAIMED') THEN 'CANCELLED' ELSE t.status END,
+         finished_at = CASE WHEN t.status IN ('PENDING', 'CLAIMED') THEN now() ELSE t.finished_at END,
+         claimed = CASE WHEN t.status IN ('PENDING', 'CLAIMED') THEN false ELSE t.claimed END,
+         claim_expires_at = CASE WHEN t.status IN ('PENDING', 'CLAIMED') THEN NULL ELSE t.claim_expires_at END,
+         cancel_requested_at = COALESCE(t.cancel_requested_at, now()),
+         error_code = CASE WHEN t.status IN ('PENDING', 'CLAIMED') THEN 'TASK_CANCELLED' ELSE t.error_code END,
+         failed_reason = CASE WHEN t.status IN ('PENDING', 'CLAIMED') THEN 'its workflow was cancelled before it started'
+                              ELSE t.failed_reason END,
+         result = CASE WHEN t.status IN ('PENDING', 'CLAIMED') THEN jsonb_build_object('err', jsonb_build_object(
+                    'code', 'TASK_CANCELLED', 'message', 'its workflow was cancelled before it started'))
+                  ELSE t.result END,
+         updated_at = now()
+     WHERE t.id IN (SELECT task_id FROM open) AND t.status IN ('PENDING', 'CLAIMED', 'RUNNING')
+     RETURNING t.id, t.status
+   ), skipped AS (
+     UPDATE {{schema}}.horsies_workflow_tasks n
+     SET status = 'SKIPPED',
+         result = jsonb_build_object('err', jsonb_build_object(
+           'code', 'WORKFLOW_CANCELLED', 'message', 'its workflow was cancelled')),
+         error_code = 'WORKFLOW_CANCELLED', completed_at = now(), updated_at = now()
+     WHERE n.workflow_id = ANY ($1::text[])
+       AND (n.status IN ('PENDING', 'READY')
+            OR (n.status IN ('ENQUEUED', 'RUNNING')
+                AND (n.subworkflow IS NOT NULL
+                     OR n.task_id IN (SELECT id FROM tasks WHERE status = 'CANCELLED'))))
+     RETURNING n.workflow_id
+   ), cancelled AS (
+     UPDATE {{schema}}.horsies_workflows w
+     SET status = 'CANCELLED',
+         result = jsonb_build_object('err', jsonb_build_object(
+           'code', 'WORKFLOW_CANCELLED', 'message', 'workflow "' || w.name || '" was cancelled')),
+         error_code = 'WORKFLOW_CANCELLED',
+         nodes_terminal = w.nodes_terminal + (SELECT count(*) FROM skipped s WHERE s.workflow_id = w.id),
+         completed_at = now(), updated_at = now()
+     WHERE w.id = ANY ($1::text[]) AND w.status IN ('PENDING', 'RUNNING', 'PAUSED')
+     RETURNING w.id
+   )
+   SELECT c.id,
+          (SELECT count(*)::int FROM tasks t JOIN open o ON o.task_id = t.id
+           JOIN {{schema}}.horsies_workflow_tasks n ON n.task_id = t.id AND n.workflow_id = c.id
+           WHERE t.status = 'CANCELLED') AS tasks_cancelled,
+          (SELECT count(*)::int FROM tasks t
+           JOIN {{schema}}.horsies_workflow_tasks n ON n.task_id = t.id AND n.workflow_id = c.id
+           WHERE t.status = 'RUNNING') AS tasks_stopping,
+          (SELECT count(*)::int FROM skipped s WHERE s.workflow_id = c.id) AS nodes_skipped
+   FROM cancelled c, LATERAL (SELECT pg_notify($2, c.id)) n`,
+  ({ ids, channel }) => [ids, channel],
+);
+
+/**
+ * Reopens the FAILED nodes of a workflow and the nodes SKIPPED after them (retry-failed): back to PENDING with
+ * no task, result or counters (the step recounts them and enqueues what is ready). Their earlier tasks stay as
+ * they ended, still naming the workflow and node.
+ */
+export const WorkflowNodeReopen = statement<{ workflowId: string }, { node_index: number }>(
+  'WorkflowNodeReopen',
+  `UPDATE {{schema}}.horsies_workflow_tasks
+   SET status = 'PENDING', result = NULL, error_code = NULL, completed_at = NULL, task_id = NULL,
+       child_workflow_id = NULL, enqueued_at = NULL, deps_completed = 0, deps_failed = 0, deps_skipped = 0,
+       updated_at = now()
+   WHERE workflow_id = $1 AND status IN ('FAILED', 'SKIPPED')
+   RETURNING node_index`,
+  ({ workflowId }) => [workflowId],
+);
+
+/** A FAILED or PAUSED workflow back to RUNNING, its result cleared (retry-failed). */
+export const WorkflowReopen = statement<{ id: string }, { id: string }>(
+  'WorkflowReopen',
+  `UPDATE {{schema}}.horsies_workflows
+   SET status = 'RUNNING', result = NULL, error_code = NULL, completed_at = NULL, updated_at = now()
+   WHERE id = $1 AND status IN ('FAILED', 'PAUSED')
+   RETURNING id`,
+  ({ id }) => [id],
+);
+
+/** READY subworkflow node → RUNNING, linked to the child workflow just started for it. */
+export const WorkflowNodeLinkChild = statement<
+  { workflowId: string; nodeIndex: number; childId: string },
+  { node_index: number }
+>(
+  'WorkflowNodeLinkChild',
+  `UPDATE {{schema}}.horsies_workflow_tasks
+   SET status = 'RUNNING', child_workflow_id = $3, enqueued_at = now(), updated_at = now()
+   WHERE node_key = $1 || ':' || $2 AND status = 'READY' AND subworkflow IS NOT NULL
+   RETURNING node_index`,
+  ({ workflowId, nodeIndex, childId }) => [workflowId, nodeIndex, childId],
+);
+
+/** READY subworkflow node → FAILED with the given error (its child could not be started). */
+export const WorkflowNodeFail = statement<
+  { workflowId: string; nodeIndex: number; code: string; message: string },
+  { node_index: number; status: 'FAILED'; dependents: number[] }
+>(
+  'WorkflowNodeFail',
+  `UPDATE {{schema}}.horsies_workflow_tasks
+   SET status = 'FAILED', error_code = $3,
+       result = jsonb_build_object('err', jsonb_build_object('code', $3::text, 'message', $4::text)),
+       completed_at = now(), updated_at = now()
+   WHERE node_key = $1 || ':' || $2 AND status = 'READY'
+   RETURNING node_index, status, dependents`,
+  ({ workflowId, nodeIndex, code, message }) => [workflowId, nodeIndex, code, message],
 );

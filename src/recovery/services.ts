@@ -14,6 +14,7 @@ import { ClusterCollector } from '../metrics/ClusterCollector.js';
 import type { HorsiesMetrics } from '../metrics/Metrics.js';
 import { Retainer } from './Retainer.js';
 import { WorkflowRecovery } from '../workflow/WorkflowRecovery.js';
+import type { ChildWorkflows } from '../workflow/step.js';
 
 /** What the maintenance services are built from. */
 export interface MaintenanceContext {
@@ -25,6 +26,8 @@ export interface MaintenanceContext {
   afterFinish: FinishHook;
   /** The process's metrics: counts what the services do and, with the collector, sets the cluster gauges. */
   metrics?: HorsiesMetrics | null;
+  /** Workflows that subworkflow nodes start (the app's registry), for the workflow recovery pass. */
+  workflows?: ChildWorkflows;
 }
 
 /** The services one maintenance pass runs, in order. */
@@ -52,7 +55,11 @@ export function maintenanceServices(ctx: MaintenanceContext): MaintenanceService
     ),
     new WorkflowRecovery(
       db,
-      { graceMs: recovery.workflowRecoveryGraceMs, batchSize: recovery.retentionBatchSize },
+      {
+        graceMs: recovery.workflowRecoveryGraceMs,
+        batchSize: recovery.retentionBatchSize,
+        children: ctx.workflows,
+      },
       clock,
     ),
     new Retainer(db, recovery, clock),

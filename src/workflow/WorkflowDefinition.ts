@@ -22,13 +22,14 @@ import type { Database, Queryable } from '../db/Database.js';
 import { WorkflowInsert, WorkflowNodeInsertMany } from '../db/workflows.js';
 import type { WorkflowNodeInsert } from '../db/workflows.js';
 import { InputValidationError, WorkflowDefinitionError, WorkflowMismatchError } from '../errors.js';
-import type { ConfigProblem, TaskResult } from '../errors.js';
+import type { ConfigProblem, TaskResult, ValidationIssue } from '../errors.js';
 import { resolveRetryPolicy, retryPolicySchema } from '../retry.js';
 import type { RetryPolicy } from '../retry.js';
 import type { JsonValue } from '../types.js';
 import { makeRef, refSource } from './refs.js';
 import type { Ref, Wired } from './refs.js';
-import { enqueue } from './step.js';
+import { step } from './step.js';
+import type { ChildWorkflow, ParentLink } from './step.js';
 import { WorkflowHandle } from './WorkflowHandle.js';
 import type { WorkflowHandleHost } from './WorkflowHandle.js';
 import { resolveRefs } from './wiring.js';
@@ -38,7 +39,12 @@ import type { InputTemplate, PathStep, StoredRef } from './wiring.js';
 export interface WorkflowHost extends WorkflowHandleHost {
   readonly db: Database;
   readonly tasks: ReadonlyMap<string, TaskDefinition<StandardSchemaV1, unknown>>;
-  readonly config: { readonly queues: readonly string[] };
+  readonly config: { readonly queues: readonly string[]; readonly defaultQueue: string };
+  /**
+   * Workflows that subworkflow nodes start, by name: a definition used as a node is registered here when its
+   * parent is built, so a worker that loads the app can start it for any parent it steps.
+   */
+  readonly workflows: Map<string, ChildWorkflow>;
 }
 
 /** When a node with several dependencies becomes ready. */
@@ -75,7 +81,16 @@ export interface NodeOptions<I> {
   allowFailedDeps?: boolean;
 }
 
-/** A node of a workflow being built; `R` is its task's result type. */
+/** How one node runs a whole workflow (a subworkflow): its parameters are wired like a task's input. */
+export interface SubworkflowNodeOptions<P> extends Pick<
+  NodeOptions<P>,
+  'id' | 'waitsFor' | 'join' | 'allowFailedDeps'
+> {
+  /** The child workflow's parameters: static values, references, or a mix (none for a workflow without). */
+  input?: Wired<P>;
+}
+
+/** A node of a workflow being built; `R` is its result type (its task's, or its child workflow's). */
 export class WorkflowNode<R> {
   /** The node's result, for the inputs of nodes that wait for it. */
   readonly result: Ref<R>;
@@ -86,7 +101,11 @@ export class WorkflowNode<R> {
   constructor(
     readonly index: number,
     readonly id: string,
-    /** @internal */ readonly task: TaskDefinition<StandardSchemaV1, unknown>,
+    /** @internal What it runs: a task, or a workflow. */
+    readonly target:
+      | { task: TaskDefinition<StandardSchemaV1, unknown> }
+      // eslint-disable-next-line @typescript-eslint/no-explicit-any
+      | { workflow: WorkflowDefinition<any, any> },
     /** @internal */ readonly options: NodeOptions<unknown>,
   ) {
     this.result = makeRef<R>({ kind: 'result', node: this, path: [] });
@@ -155,15 +174,25 @@ export class WorkflowBuilder<S extends StandardSchemaV1 | undefined> {
   node<T extends StandardSchemaV1, R>(
     task: TaskDefinition<T, R>,
     options: NodeOptions<StandardSchemaV1.InferInput<T>>,
-  ): WorkflowNode<R> {
+  ): WorkflowNode<R>;
+  /**
+   * Adds a node that runs a whole workflow (a subworkflow) with the wired parameters; its result is the child's
+   * result, and it fails `SUBWORKFLOW_FAILED` when the child does not complete.
+   */
+  node<P, O>(workflow: WorkflowDefinition<P, O>, options?: SubworkflowNodeOptions<P>): WorkflowNode<O>;
+  node(
+    target: TaskDefinition<StandardSchemaV1, unknown> | WorkflowDefinition<unknown, unknown>,
+    options: NodeOptions<unknown> | SubworkflowNodeOptions<unknown> = {},
+  ): WorkflowNode<unknown> {
     if (this.built) throw new Error(`workflow "${this.name}" is already built; add nodes before build()`);
+    const name = target.name;
     const taken = new Set(this.nodes.map((n) => n.id));
-    let id = options.id ?? task.name;
-    for (let n = 2; options.id === undefined && taken.has(id); n += 1) id = `${task.name}#${n}`;
-    const node = new WorkflowNode<R>(
+    let id = options.id ?? name;
+    for (let n = 2; options.id === undefined && taken.has(id); n += 1) id = `${name}#${n}`;
+    const node = new WorkflowNode<unknown>(
       this.nodes.length,
       id,
-      task as unknown as TaskDefinition<StandardSchemaV1, unknown>,
+      target instanceof WorkflowDefinition ? { workflow: target } : { task: target },
       options as NodeOptions<unknown>,
     );
     this.nodes.push(node);
@@ -184,7 +213,9 @@ export class WorkflowBuilder<S extends StandardSchemaV1 | undefined> {
       successPolicy: options.successPolicy,
     });
     this.built = true;
-    return new WorkflowDefinition<ParamsOf<S>, O>(this.host, spec, this.options.params);
+    const children = this.nodes.flatMap((n) => ('workflow' in n.target ? [n.target.workflow] : []));
+    for (const child of children) this.host.workflows.set(child.name, child);
+    return new WorkflowDefinition<ParamsOf<S>, O>(this.host, spec, this.options.params, children);
   }
 }
 
@@ -205,15 +236,22 @@ interface WorkflowSpec {
 }
 
 /** A built workflow: start runs of it, or get handles of runs by id. */
-export class WorkflowDefinition<P, O> {
+export class WorkflowDefinition<P, O> implements ChildWorkflow {
+  /** @internal Names of the workflows its nodes run, directly or further down. */
+  readonly nested: ReadonlySet<string>;
+
   /** @internal */
   constructor(
     private readonly host: WorkflowHost,
     private readonly spec: WorkflowSpec,
     private readonly paramsSchema: StandardSchemaV1 | undefined,
-  ) {}
+    // eslint-disable-next-line @typescript-eslint/no-explicit-any
+    children: readonly WorkflowDefinition<any, any>[] = [],
+  ) {
+    this.nested = new Set(children.flatMap((c) => [c.name, ...c.nested]));
+  }
 
-  /** The workflow's name. */
+  /** The workflow's name: also the key under which subworkflow nodes find it. */
   get name(): string {
     return this.spec.name;
   }
@@ -228,67 +266,37 @@ export class WorkflowDefinition<P, O> {
       ? [params?: P, options?: StartOptions]
       : [params: P, options?: StartOptions]
   ): Promise<WorkflowHandle<O>> {
-    const values = await this.checkParams(params);
-    const paramsJson = toCanonicalJson(values ?? null, 'params');
+    const issues = await this.paramIssues(params);
+    if (issues) throw new InputValidationError(`workflow ${this.spec.name}`, issues);
+    const paramsJson = toCanonicalJson(params ?? null, 'params');
     const id = options.id ?? uuidv7();
     if (id.length === 0 || id.length > 36) {
       throw new WorkflowDefinitionError(this.spec.name, [
         { field: 'start.id', value: id, message: 'must be 1 to 36 characters' },
       ]);
     }
-    const sha = createHash('sha256').update(this.spec.sha).update('\0').update(paramsJson).digest('hex');
-    const run = async (tx: Queryable): Promise<void> => {
-      const { db } = this.host;
-      const [stored] = await db.run(
-        WorkflowInsert,
-        {
-          id,
-          name: this.spec.name,
-          onError: this.spec.onError,
-          outputIndex: this.spec.outputIndex,
-          successPolicy: this.spec.successPolicy === null ? null : JSON.stringify(this.spec.successPolicy),
-          definitionSha: sha,
-          params: paramsJson,
-          nodesTotal: this.spec.nodes.length,
-        },
-        tx,
-      );
-      if (!stored?.created) {
-        if (stored?.definition_sha !== sha) throw new WorkflowMismatchError(id);
-        return;
-      }
-      const parsedParams = JSON.parse(paramsJson) as JsonValue;
-      const nodes = this.spec.nodes.map((node) => {
-        const template = resolveRefs(node.template, ['param'], parsedParams, new Map());
-        return { node, template };
-      });
-      await db.run(
-        WorkflowNodeInsertMany,
-        {
-          workflowId: id,
-          nodes: nodes.map(({ node, template }) => ({
-            ...node,
-            inputTemplate: JSON.stringify(template),
-            status: node.dependencies.length === 0 ? ('READY' as const) : ('PENDING' as const),
-          })),
-        },
-        tx,
-      );
-      const roots = nodes.filter(({ node }) => node.dependencies.length === 0);
-      await enqueue(
-        db,
-        tx,
-        id,
-        roots.map(({ node, template }) => ({
-          node_index: node.index,
-          input_template: template,
-          upstream: null,
-        })),
-      );
-    };
+    const run = (tx: Queryable) => this.insertRun(tx, id, paramsJson, null);
     if (options.tx) await run(options.tx);
     else await this.host.db.transaction(run);
     return this.handle(id);
+  }
+
+  /** @internal Starts a run as the child of a subworkflow node, inside its parent's step. */
+  async startChild(
+    tx: Queryable,
+    params: JsonValue,
+    parent: ParentLink,
+  ): Promise<{ id: string } | { error: { code: string; message: string } }> {
+    const issues = await this.paramIssues(params);
+    if (issues) {
+      const detail = issues.map((i) => `${i.path.join('.') || '(params)'}: ${i.message}`).join('; ');
+      return {
+        error: { code: 'VALIDATION_FAILED', message: `parameters of workflow "${this.name}": ${detail}` },
+      };
+    }
+    const id = uuidv7();
+    await this.insertRun(tx, id, toCanonicalJson(params, 'params'), parent);
+    return { id };
   }
 
   /** A handle for a run of this workflow. */
@@ -296,12 +304,74 @@ export class WorkflowDefinition<P, O> {
     return new WorkflowHandle<O>(this.host, id);
   }
 
-  private async checkParams(params: unknown): Promise<unknown> {
-    if (!this.paramsSchema) return params;
+  // The workflow row, its nodes and its roots' tasks (or children); nothing when a run with this id exists.
+  private async insertRun(
+    tx: Queryable,
+    id: string,
+    paramsJson: string,
+    parent: ParentLink | null,
+  ): Promise<void> {
+    const { db } = this.host;
+    const sha = createHash('sha256').update(this.spec.sha).update('\0').update(paramsJson).digest('hex');
+    const [stored] = await db.run(
+      WorkflowInsert,
+      {
+        id,
+        name: this.spec.name,
+        onError: this.spec.onError,
+        outputIndex: this.spec.outputIndex,
+        successPolicy: this.spec.successPolicy === null ? null : JSON.stringify(this.spec.successPolicy),
+        definitionSha: sha,
+        params: paramsJson,
+        nodesTotal: this.spec.nodes.length,
+        parent: parent && {
+          workflowId: parent.workflowId,
+          nodeIndex: parent.nodeIndex,
+          rootId: parent.rootId,
+          depth: parent.depth,
+        },
+      },
+      tx,
+    );
+    if (!stored?.created) {
+      if (stored?.definition_sha !== sha) throw new WorkflowMismatchError(id);
+      return;
+    }
+    const parsedParams = JSON.parse(paramsJson) as JsonValue;
+    const nodes = this.spec.nodes.map((node) => ({
+      node,
+      template: resolveRefs(node.template, ['param'], parsedParams, new Map()),
+    }));
+    await db.run(
+      WorkflowNodeInsertMany,
+      {
+        workflowId: id,
+        nodes: nodes.map(({ node, template }) => ({
+          ...node,
+          inputTemplate: JSON.stringify(template),
+          status: node.dependencies.length === 0 ? ('READY' as const) : ('PENDING' as const),
+        })),
+      },
+      tx,
+    );
+    // The roots are READY: their tasks are enqueued, or their child workflows started, in this transaction.
+    const roots = nodes.filter(({ node }) => node.dependencies.length === 0);
+    await step(db, tx, id, {
+      nodes: [],
+      ready: roots.map(({ node, template }) => ({
+        node_index: node.index,
+        input_template: template,
+        upstream: null,
+        subworkflow: node.subworkflow,
+      })),
+      children: this.host.workflows,
+    });
+  }
+
+  private async paramIssues(params: unknown): Promise<ValidationIssue[] | null> {
+    if (!this.paramsSchema) return null;
     const result = await this.paramsSchema['~standard'].validate(params);
-    if (result.issues)
-      throw new InputValidationError(`workflow ${this.spec.name}`, result.issues.map(toIssue));
-    return params;
+    return result.issues ? result.issues.map(toIssue) : null;
   }
 }
 
@@ -329,21 +399,11 @@ function compile(
   const own = new Set<object>(nodes);
   const specs: NodeSpec[] = nodes.map((node) => {
     const field = `nodes.${node.id}`;
-    const { task, options: o } = node;
-    if (host.tasks.get(task.name) !== task) {
-      problem(`${field}.task`, task.name, "is not a task of this workflow's app");
-    }
-    const queue = o.queue ?? task.queue;
-    if (!host.config.queues.includes(queue)) {
-      problem(`${field}.queue`, queue, `is not one of the app's queues (${host.config.queues.join(', ')})`);
-    }
-    const priority = o.priority ?? task.priority;
-    if (!Number.isInteger(priority) || priority < 1 || priority > 100) {
-      problem(`${field}.priority`, priority, 'must be an integer from 1 to 100');
-    }
-    if (o.goodUntil !== undefined && !(o.goodUntil instanceof Date && !Number.isNaN(o.goodUntil.getTime()))) {
-      problem(`${field}.goodUntil`, o.goodUntil, 'must be a valid Date');
-    }
+    const o = node.options;
+    const runs =
+      'task' in node.target
+        ? taskRun(host, node.target.task, o, field, problem)
+        : childRun(host, name, node.target.workflow, o, field, problem);
     const { template, sources } = wire(o.input, `${field}.input`, own, problem);
     const dependencies = new Set<number>();
     if (o.waitsFor === undefined) {
@@ -392,22 +452,16 @@ function compile(
         'may run without every dependency completed: read upstream values through node.outcome, not node.result',
       );
     }
-    const retry = retryOverride(task, o.retry, `${field}.retry`, problem);
     return {
       index: node.index,
       nodeId: node.id,
-      taskName: task.name,
-      queueName: queue,
-      priority,
+      ...runs,
       dependencies: [...dependencies].sort((a, b) => a - b),
       dependents: [],
       join: joinRule,
       minSuccess,
       allowFailedDeps: o.allowFailedDeps === true,
       template,
-      maxRetries: retry.maxRetries,
-      taskOptions: retry.maxRetries > 0 ? JSON.stringify({ retry }) : null,
-      goodUntil: o.goodUntil ?? null,
     };
   });
   for (const spec of specs) for (const dep of spec.dependencies) specs[dep]?.dependents.push(spec.index);
@@ -442,6 +496,88 @@ function compile(
   return { ...body, sha: createHash('sha256').update(JSON.stringify(body)).digest('hex') };
 }
 
+/** What a node runs, as stored: its task's name, queue, priority, retries and expiry, or its child workflow. */
+type NodeRun = Pick<
+  NodeSpec,
+  'taskName' | 'queueName' | 'priority' | 'maxRetries' | 'taskOptions' | 'goodUntil' | 'subworkflow'
+>;
+
+type Problem = (field: string, value: unknown, message: string) => void;
+
+/** A task node's run: the task's settings with the node's overrides, checked. */
+function taskRun(
+  host: WorkflowHost,
+  task: TaskDefinition<StandardSchemaV1, unknown>,
+  o: NodeOptions<unknown>,
+  field: string,
+  problem: Problem,
+): NodeRun {
+  if (host.tasks.get(task.name) !== task) {
+    problem(`${field}.task`, task.name, "is not a task of this workflow's app");
+  }
+  const queue = o.queue ?? task.queue;
+  if (!host.config.queues.includes(queue)) {
+    problem(`${field}.queue`, queue, `is not one of the app's queues (${host.config.queues.join(', ')})`);
+  }
+  const priority = o.priority ?? task.priority;
+  if (!Number.isInteger(priority) || priority < 1 || priority > 100) {
+    problem(`${field}.priority`, priority, 'must be an integer from 1 to 100');
+  }
+  if (o.goodUntil !== undefined && !(o.goodUntil instanceof Date && !Number.isNaN(o.goodUntil.getTime()))) {
+    problem(`${field}.goodUntil`, o.goodUntil, 'must be a valid Date');
+  }
+  const retry = retryOverride(task, o.retry, `${field}.retry`, problem);
+  return {
+    taskName: task.name,
+    queueName: queue,
+    priority,
+    maxRetries: retry.maxRetries,
+    taskOptions: retry.maxRetries > 0 ? JSON.stringify({ retry }) : null,
+    goodUntil: o.goodUntil ?? null,
+    subworkflow: null,
+  };
+}
+
+/**
+ * A subworkflow node's run: the child workflow's name, which must name this definition alone in the app and
+ * must not lead back to the workflow being built (a cycle through nested definitions).
+ */
+function childRun(
+  host: WorkflowHost,
+  parentName: string,
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+  child: WorkflowDefinition<any, any>,
+  o: NodeOptions<unknown>,
+  field: string,
+  problem: Problem,
+): NodeRun {
+  for (const key of ['queue', 'priority', 'goodUntil', 'retry'] as const) {
+    if (o[key] !== undefined) {
+      problem(`${field}.${key}`, o[key], 'a subworkflow node runs no task of its own; set it on the child');
+    }
+  }
+  const registered = host.workflows.get(child.name);
+  if (registered !== undefined && registered !== child) {
+    problem(`${field}.workflow`, child.name, 'another workflow of this app is registered under this name');
+  }
+  if (child.name === parentName || child.nested.has(parentName)) {
+    problem(
+      `${field}.workflow`,
+      child.name,
+      `leads back to "${parentName}": a cycle through nested workflows`,
+    );
+  }
+  return {
+    taskName: child.name,
+    queueName: host.config.defaultQueue,
+    priority: 100,
+    maxRetries: 0,
+    taskOptions: null,
+    goodUntil: null,
+    subworkflow: child.name,
+  };
+}
+
 /**
  * Splits a wired input into its static part and its references; reports references to nodes of another
  * workflow and static values JSON cannot carry. Returns the nodes the input reads from.
@@ -450,7 +586,7 @@ function wire(
   input: unknown,
   field: string,
   own: Set<object>,
-  problem: (field: string, value: unknown, message: string) => void,
+  problem: Problem,
 ): { template: InputTemplate; sources: AnyNode[] } {
   const refs: StoredRef[] = [];
   const sources = new Set<AnyNode>();

@@ -6,15 +6,20 @@ import type { OutcomeSource } from '../client/ResultWaiter.js';
 import { decodeOutcome } from '../client/outcome.js';
 import type { Database } from '../db/Database.js';
 import { channels } from '../db/Listener.js';
-import { WorkflowGet, WorkflowGetOutcomes, WorkflowNodeList } from '../db/workflows.js';
-import type { WorkflowNodeRow, WorkflowNodeStatus, WorkflowStatus } from '../db/workflows.js';
-import { TaskError } from '../errors.js';
+import { WorkflowGet, WorkflowGetOutcomes, WorkflowList, WorkflowNodeList } from '../db/workflows.js';
+import type { WorkflowNodeRow, WorkflowNodeStatus, WorkflowRow, WorkflowStatus } from '../db/workflows.js';
+import { ConfigError, TaskError } from '../errors.js';
 import type { TaskResult } from '../errors.js';
+import { cancelWorkflow, pauseWorkflow, resumeWorkflow, retryFailedWorkflow } from './control.js';
+import type { CancelResult, ControlResult } from './control.js';
+import type { ChildWorkflows } from './step.js';
 import type { WorkflowNode } from './WorkflowDefinition.js';
 
 /** What a handle needs of the app: an `App` is one. */
 export interface WorkflowHandleHost {
   readonly db: Database;
+  /** Workflows that subworkflow nodes start (resume and retry may start children). */
+  readonly workflows?: ChildWorkflows;
   waitForOutcome<T>(source: OutcomeSource, id: string, timeoutMs?: number): Promise<TaskResult<T>>;
 }
 
@@ -68,8 +73,13 @@ export class WorkflowHandle<O> {
 
   /** The workflow's status, or null if there is no such workflow. */
   async status(): Promise<WorkflowStatus | null> {
+    return (await this.info())?.status ?? null;
+  }
+
+  /** The run as listings show it (status, counts, parent and root), or null if there is no such workflow. */
+  async info(): Promise<WorkflowInfo | null> {
     const [row] = await this.host.db.run(WorkflowGet, { id: this.id });
-    return row?.status ?? null;
+    return row ? toWorkflowInfo(row) : null;
   }
 
   /**
@@ -79,6 +89,40 @@ export class WorkflowHandle<O> {
    */
   result(options: { timeoutMs?: number } = {}): Promise<TaskResult<O>> {
     return this.host.waitForOutcome<O>(workflowOutcomes, this.id, options.timeoutMs);
+  }
+
+  /**
+   * Pauses the run and its running child workflows: no node becomes READY or is enqueued, running tasks
+   * finish (their results are kept), tasks that have not started are given back and their nodes wait READY.
+   * A run that is not RUNNING is left as it is (see `status` in the result).
+   */
+  pause(): Promise<ControlResult> {
+    return pauseWorkflow(this.host.db, this.id);
+  }
+
+  /**
+   * Resumes a PAUSED run and its paused child workflows: every node whose dependencies are met is enqueued,
+   * and a run with nothing left completes. FAILED nodes stay failed (see {@link retryFailed}).
+   */
+  resume(): Promise<ControlResult> {
+    return resumeWorkflow(this.host.db, this.id, this.host.workflows);
+  }
+
+  /**
+   * Cancels the run and every live child workflow: tasks not started CANCELLED, running ones asked to stop
+   * through their AbortSignal, every node not started SKIPPED (`WORKFLOW_CANCELLED`). A run that still returns
+   * keeps its result on its node. `result()` resolves to `WORKFLOW_CANCELLED`.
+   */
+  cancel(): Promise<CancelResult> {
+    return cancelWorkflow(this.host.db, this.id, this.host.workflows);
+  }
+
+  /**
+   * Runs the FAILED nodes of a FAILED or PAUSED run again, with the nodes skipped after them; COMPLETED nodes
+   * keep their results. The run is RUNNING again.
+   */
+  retryFailed(): Promise<ControlResult & { reopened: number }> {
+    return retryFailedWorkflow(this.host.db, this.id, this.host.workflows);
   }
 
   /** Every node of the run, in index order. */
@@ -131,5 +175,73 @@ function toNodeInfo(row: WorkflowNodeRow): WorkflowNodeInfo {
           failed_reason: null,
         })
       : null,
+  };
+}
+
+/** A workflow run as listings show it. */
+export interface WorkflowInfo {
+  id: string;
+  name: string;
+  status: WorkflowStatus;
+  onError: 'fail' | 'pause';
+  nodesTotal: number;
+  nodesTerminal: number;
+  /** The error code of a FAILED or CANCELLED run. */
+  errorCode: string | null;
+  /** For a child workflow: its parent run and the node that runs it; the root of its tree; its depth (0: a root). */
+  parentId: string | null;
+  parentNodeIndex: number | null;
+  rootId: string;
+  depth: number;
+  sentAt: Date;
+  startedAt: Date | null;
+  completedAt: Date | null;
+  updatedAt: Date;
+}
+
+/** Which workflow runs {@link listWorkflows} returns. */
+export interface WorkflowFilter {
+  status?: WorkflowStatus;
+  name?: string;
+  /** Most runs returned (1–1000). Default 50. */
+  limit?: number;
+  /** Runs sent before this one (a cursor: the last run of the previous page). */
+  before?: Pick<WorkflowInfo, 'id' | 'sentAt'>;
+}
+
+/** Workflow runs, newest first (see {@link WorkflowFilter}). */
+export async function listWorkflows(db: Database, filter: WorkflowFilter = {}): Promise<WorkflowInfo[]> {
+  const limit = filter.limit ?? 50;
+  if (!Number.isInteger(limit) || limit < 1 || limit > 1000) {
+    throw new ConfigError('workflow filter', [
+      { field: 'limit', value: limit, message: 'must be an integer from 1 to 1000' },
+    ]);
+  }
+  const rows = await db.run(WorkflowList, {
+    status: filter.status ?? null,
+    name: filter.name ?? null,
+    before: filter.before ? { sentAt: filter.before.sentAt, id: filter.before.id } : null,
+    limit,
+  });
+  return rows.map(toWorkflowInfo);
+}
+
+function toWorkflowInfo(row: WorkflowRow): WorkflowInfo {
+  return {
+    id: row.id,
+    name: row.name,
+    status: row.status,
+    onError: row.on_error,
+    nodesTotal: row.nodes_total,
+    nodesTerminal: row.nodes_terminal,
+    errorCode: row.error_code,
+    parentId: row.parent_workflow_id,
+    parentNodeIndex: row.parent_node_index,
+    rootId: row.root_workflow_id,
+    depth: row.depth,
+    sentAt: row.sent_at,
+    startedAt: row.started_at,
+    completedAt: row.completed_at,
+    updatedAt: row.updated_at,
   };
 }

@@ -5,7 +5,8 @@
  * - a node ENQUEUED or RUNNING whose task ended (or vanished): settled from the task's stored result, or a
  *   synthesized one (`WORKER_CRASHED`, `TASK_CANCELLED`, `TASK_EXPIRED`, `RESULT_NOT_AVAILABLE`, `TASK_NOT_FOUND`);
  * - a PENDING node whose dependencies are all terminal: counters recounted, join rule applied;
- * - a READY node without a task: enqueued;
+ * - a READY node without a task: enqueued (a subworkflow node: its child started);
+ * - a subworkflow node whose child workflow ended (or vanished): settled from the child;
  * - a RUNNING workflow whose nodes are all terminal: finished.
  *
  * Only workflows untouched for `workflowRecoveryGraceMs` are looked at, so the pass does not race a healthy
@@ -17,6 +18,7 @@ import type { Clock } from '../clock.js';
 import type { Database } from '../db/Database.js';
 import { WorkflowListStale } from '../db/workflows.js';
 import { stepWorkflow } from './step.js';
+import type { ChildWorkflows } from './step.js';
 
 /** What one recovery pass did. */
 export interface WorkflowRecoveryResult {
@@ -32,6 +34,8 @@ export interface WorkflowRecoveryOptions {
   graceMs: number;
   /** Most workflows repaired per pass. */
   batchSize: number;
+  /** Workflows that subworkflow nodes start (a READY one without its child is started here). */
+  children?: ChildWorkflows;
 }
 
 /** Finds and repairs stuck workflows. */
@@ -53,8 +57,12 @@ export class WorkflowRecovery {
     });
     for (const { id } of stale) {
       try {
-        const step = await stepWorkflow(this.db, id, { nodes: null, repair: true });
-        result.repaired.push({ id, ...step });
+        const step = await stepWorkflow(this.db, id, {
+          nodes: null,
+          repair: true,
+          children: this.options.children,
+        });
+        result.repaired.push({ id, settled: step.settled, enqueued: step.enqueued, status: step.status });
       } catch (error) {
         result.failed.push({ id, error: error instanceof Error ? error.message : String(error) });
       }

@@ -11,6 +11,13 @@
  *   enqueue every node that became READY (one statement: node rows linked, task rows inserted)
  *        ▼
  *   count terminal nodes ─► all terminal: finish the workflow once (result or first failure) and notify
+ *        ▼
+ *   a child workflow that finished: its parent steps next, in a transaction of its own (parents are locked
+ *   before children, never after)
+ *
+ * A PAUSED workflow settles nodes but evaluates and enqueues nothing, and gives back tasks that never ran (see
+ * `control.ts`); a CANCELLED one only records the outcomes of runs that still ended. A READY subworkflow node
+ * starts its child workflow (a registered definition) in the same transaction instead of a task.
  *
  * A batch of finished tasks is grouped by workflow: one transaction per workflow, not one per task.
  */
@@ -25,14 +32,18 @@ import {
   WorkflowLock,
   WorkflowNodeEnqueue,
   WorkflowNodeEvaluate,
+  WorkflowNodeFail,
+  WorkflowNodeLinkChild,
   WorkflowNodeListReady,
   WorkflowNodeRecount,
   WorkflowNodeSettle,
   WorkflowNodeSettleAll,
   WorkflowNodeSummaries,
+  WorkflowWithdrawPending,
 } from '../db/workflows.js';
 import type { NodeSummaryRow, WorkflowNodeStatus, WorkflowRow, WorkflowStatus } from '../db/workflows.js';
 import type { JsonValue } from '../types.js';
+import { pauseTree } from './control.js';
 import { outcomeOf, resolveRefs } from './wiring.js';
 import type { InputTemplate, UpstreamState } from './wiring.js';
 
@@ -44,7 +55,34 @@ export interface StepResult {
   enqueued: number;
   /** The workflow's status after the step (null: no such workflow). */
   status: WorkflowStatus | null;
+  /** A child workflow that ended in this step: the parent node that waits for it. */
+  parent: { id: string; node: number } | null;
 }
+
+/** Where a child workflow hangs in its parent. */
+export interface ParentLink {
+  workflowId: string;
+  nodeIndex: number;
+  rootId: string;
+  /** The child's depth (the parent's + 1). */
+  depth: number;
+}
+
+/** A workflow a subworkflow node can start: the app registers each by its name. */
+export interface ChildWorkflow {
+  /**
+   * Stores a run of this workflow in `tx` as the child of `parent`, with `params` (as resolved from the parent's
+   * wiring; validated here). Returns the child's id, or the error that fails the parent node.
+   */
+  startChild(
+    tx: Queryable,
+    params: JsonValue,
+    parent: ParentLink,
+  ): Promise<{ id: string } | { error: { code: string; message: string } }>;
+}
+
+/** The registered workflows by name (an app's `workflows`). */
+export type ChildWorkflows = ReadonlyMap<string, ChildWorkflow>;
 
 /** How a step looks for work: the hot path names the nodes; recovery looks at every node. */
 export interface StepOptions {
@@ -52,13 +90,33 @@ export interface StepOptions {
   nodes: number[] | null;
   /** Recount dependency counters, re-evaluate PENDING nodes, enqueue READY nodes left without a task. */
   repair?: boolean;
+  /** The workflows subworkflow nodes start. Without it (or its entry), such a node waits READY for recovery. */
+  children?: ChildWorkflows;
+  /** Nodes known to be READY without a task (a start's roots), enqueued by this step. */
+  ready?: ReadyNode[];
 }
 
-const TERMINAL_WORKFLOW: readonly WorkflowStatus[] = ['COMPLETED', 'FAILED', 'CANCELLED'];
+/**
+ * Runs the step for one workflow in its own transaction; when that ended a child workflow, its parent steps
+ * next (in its own transaction).
+ */
+export async function stepWorkflow(
+  db: Database,
+  workflowId: string,
+  options: StepOptions,
+): Promise<StepResult> {
+  const result = await db.transaction((tx) => step(db, tx, workflowId, options));
+  if (result.parent) await stepParent(db, result.parent, options.children);
+  return result;
+}
 
-/** Runs the step for one workflow in its own transaction. */
-export function stepWorkflow(db: Database, workflowId: string, options: StepOptions): Promise<StepResult> {
-  return db.transaction((tx) => step(db, tx, workflowId, options));
+/** Steps the parent of a child workflow that ended: its node takes the child's outcome. */
+export async function stepParent(
+  db: Database,
+  parent: { id: string; node: number },
+  children: ChildWorkflows | undefined,
+): Promise<void> {
+  await stepWorkflow(db, parent.id, { nodes: [parent.node], children });
 }
 
 /**
@@ -77,6 +135,7 @@ export class WorkflowStepper {
   constructor(
     private readonly db: Database,
     private readonly onError: (workflowId: string, error: unknown) => void,
+    private readonly children?: ChildWorkflows,
     private readonly lanes = 4,
   ) {}
 
@@ -103,7 +162,7 @@ export class WorkflowStepper {
       if (this.stepping.has(id)) continue;
       this.waiting.delete(id);
       this.stepping.add(id);
-      void withRetries(() => stepWorkflow(this.db, id, { nodes: [...nodes] }))
+      void withRetries(() => stepWorkflow(this.db, id, { nodes: [...nodes], children: this.children }))
         .catch((error: unknown) => this.onError(id, error))
         .finally(() => {
           this.stepping.delete(id);
@@ -126,7 +185,8 @@ async function withRetries<T>(fn: () => Promise<T>): Promise<T> {
   }
 }
 
-async function step(
+/** One step of one workflow, in `tx` (see the module comment). */
+export async function step(
   db: Database,
   tx: Queryable,
   workflowId: string,
@@ -134,45 +194,82 @@ async function step(
 ): Promise<StepResult> {
   // A step is redone by recovery if a crash undoes it: its commit need not wait for the disk.
   const [workflow] = await db.run(WorkflowLock, { id: workflowId, waitForFlush: false }, tx);
-  if (!workflow) return { settled: 0, enqueued: 0, status: null };
-  if (TERMINAL_WORKFLOW.includes(workflow.status))
-    return { settled: 0, enqueued: 0, status: workflow.status };
+  if (!workflow) return { settled: 0, enqueued: 0, status: null, parent: null };
+  if (workflow.status === 'COMPLETED' || workflow.status === 'FAILED')
+    return { settled: 0, enqueued: 0, status: workflow.status, parent: null };
   const settled =
     options.nodes === null
       ? await db.run(WorkflowNodeSettleAll, { workflowId }, tx)
-      : await db.run(WorkflowNodeSettle, { workflowId, nodes: options.nodes }, tx);
-  let status = workflow.status;
+      : options.nodes.length === 0
+        ? []
+        : await db.run(WorkflowNodeSettle, { workflowId, nodes: options.nodes }, tx);
+  if (workflow.status === 'CANCELLED') {
+    // Runs that still ended after the cancel keep their outcome on their node; nothing else moves.
+    if (settled.length > 0) {
+      await db.run(
+        WorkflowAdvance,
+        { id: workflowId, terminalDelta: settled.length, status: null, recount: false },
+        tx,
+      );
+    }
+    return { settled: settled.length, enqueued: 0, status: 'CANCELLED', parent: null };
+  }
+  let status: WorkflowStatus = workflow.status;
   if (workflow.on_error === 'pause' && status === 'RUNNING' && settled.some((n) => n.status === 'FAILED')) {
+    // The same path as a pause from a handle: the workflow and its running children, tasks not started given back.
+    await pauseTree(db, tx, workflow);
     status = 'PAUSED';
+  } else if (status === 'PAUSED') {
+    // A task claimed before the pause and handed back at its start (STOPPED) is given back now.
+    await db.run(WorkflowWithdrawPending, { ids: [workflowId] }, tx);
   }
   const evaluate = status === 'RUNNING';
   let terminal = settled.length;
-  let bumps: Bumps;
+  const ready: ReadyNode[] = [...(options.ready ?? [])];
+  // Applies bumps to dependents; skips cascade, READY nodes are collected.
+  const cascade = async (bumps: Bumps): Promise<void> => {
+    while (bumps.size > 0) {
+      const rows = await db.run(
+        WorkflowNodeEvaluate,
+        { workflowId, bumps: [...bumps].map(([index, b]) => ({ index, ...b })), evaluate },
+        tx,
+      );
+      const skipped = rows.filter((r) => r.changed && r.status === 'SKIPPED');
+      ready.push(...rows.filter((r) => r.changed && r.status === 'READY'));
+      terminal += skipped.length;
+      bumps = bumpsFrom(skipped);
+    }
+  };
   if (options.repair) {
     // Every PENDING node is evaluated as it stands, from counters recounted from its dependencies (the nodes
     // settled above included, so their bumps are not added again).
     const pending = await db.run(WorkflowNodeRecount, { workflowId }, tx);
-    bumps = new Map(pending.map((n) => [n.node_index, { completed: 0, failed: 0, skipped: 0 }]));
-  } else bumps = bumpsFrom(settled);
-  const ready: ReadyNode[] = [];
-  while (bumps.size > 0) {
-    const rows = await db.run(
-      WorkflowNodeEvaluate,
-      { workflowId, bumps: [...bumps].map(([index, b]) => ({ index, ...b })), evaluate },
-      tx,
-    );
-    const skipped = rows.filter((r) => r.changed && r.status === 'SKIPPED');
-    ready.push(...rows.filter((r) => r.changed && r.status === 'READY'));
-    terminal += skipped.length;
-    bumps = bumpsFrom(skipped);
-  }
+    await cascade(new Map(pending.map((n) => [n.node_index, { completed: 0, failed: 0, skipped: 0 }])));
+  } else await cascade(bumpsFrom(settled));
   if (options.repair && evaluate) {
     const queued = new Set(ready.map((r) => r.node_index));
     ready.push(
       ...(await db.run(WorkflowNodeListReady, { workflowId }, tx)).filter((r) => !queued.has(r.node_index)),
     );
   }
-  const enqueued = evaluate ? await enqueue(db, tx, workflowId, ready) : 0;
+  let enqueued = 0;
+  while (evaluate && ready.length > 0) {
+    const batch = ready.splice(0);
+    enqueued += await enqueue(
+      db,
+      tx,
+      workflowId,
+      batch.filter((r) => !r.subworkflow),
+    );
+    const nested = batch.filter((r) => r.subworkflow);
+    const children = await startChildren(db, tx, workflow, nested, options.children);
+    enqueued += children.started;
+    // A child that could not start fails its node; its dependents learn it in this step.
+    terminal += children.failed.length;
+    await cascade(bumpsFrom(children.failed));
+  }
+  if (terminal === 0 && status === workflow.status && !options.repair)
+    return { settled: 0, enqueued, status, parent: null };
   const [advanced] = await db.run(
     WorkflowAdvance,
     {
@@ -183,10 +280,58 @@ async function step(
     },
     tx,
   );
+  let parent: StepResult['parent'] = null;
   if (advanced && advanced.nodes_terminal >= advanced.nodes_total) {
     status = await finish(db, tx, workflow);
+    if (workflow.parent_workflow_id !== null && workflow.parent_node_index !== null) {
+      parent = { id: workflow.parent_workflow_id, node: workflow.parent_node_index };
+    }
   }
-  return { settled: terminal, enqueued, status };
+  return { settled: terminal, enqueued, status, parent };
+}
+
+/**
+ * Starts the child workflows of READY subworkflow nodes, each linked to its node (RUNNING). A node whose
+ * workflow is not registered here stays READY (another worker, or the recovery pass, may know it); one whose
+ * child refuses its parameters fails.
+ */
+async function startChildren(
+  db: Database,
+  tx: Queryable,
+  workflow: WorkflowRow,
+  nodes: ReadyNode[],
+  children: ChildWorkflows | undefined,
+): Promise<{ started: number; failed: { status: WorkflowNodeStatus; dependents: number[] }[] }> {
+  let started = 0;
+  const failed: { status: WorkflowNodeStatus; dependents: number[] }[] = [];
+  for (const node of nodes) {
+    const child = node.subworkflow ? children?.get(node.subworkflow) : undefined;
+    if (!child) continue;
+    const params = resolveInput(node);
+    const outcome = await child.startChild(tx, params, {
+      workflowId: workflow.id,
+      nodeIndex: node.node_index,
+      rootId: workflow.root_workflow_id,
+      depth: workflow.depth + 1,
+    });
+    if ('id' in outcome) {
+      await db.run(
+        WorkflowNodeLinkChild,
+        { workflowId: workflow.id, nodeIndex: node.node_index, childId: outcome.id },
+        tx,
+      );
+      started += 1;
+    } else {
+      failed.push(
+        ...(await db.run(
+          WorkflowNodeFail,
+          { workflowId: workflow.id, nodeIndex: node.node_index, ...outcome.error },
+          tx,
+        )),
+      );
+    }
+  }
+  return { started, failed };
 }
 
 type Bumps = Map<number, { completed: number; failed: number; skipped: number }>;
@@ -207,30 +352,28 @@ function bumpsFrom(changed: { status: WorkflowNodeStatus; dependents: number[] }
 }
 
 /** A READY node with what resolving its input needs. */
-interface ReadyNode {
+export interface ReadyNode {
   node_index: number;
   input_template: unknown;
   upstream: Record<string, UpstreamState> | null;
+  /** The workflow a subworkflow node starts (null: the node runs a task). */
+  subworkflow?: string | null;
+}
+
+/** A READY node's input, resolved from its upstream nodes' stored results. */
+function resolveInput(node: ReadyNode): JsonValue {
+  const upstream = new Map(Object.entries(node.upstream ?? {}).map(([k, v]) => [Number(k), v]));
+  return resolveRefs(node.input_template as InputTemplate, ['result', 'outcome'], null, upstream).static;
 }
 
 /** Resolves the inputs of READY nodes and enqueues them in one statement. Returns how many were enqueued. */
-export async function enqueue(
-  db: Database,
-  tx: Queryable,
-  workflowId: string,
-  ready: ReadyNode[],
-): Promise<number> {
+async function enqueue(db: Database, tx: Queryable, workflowId: string, ready: ReadyNode[]): Promise<number> {
   if (ready.length === 0) return 0;
-  const nodes = ready.map((node) => {
-    const upstream = new Map(Object.entries(node.upstream ?? {}).map(([k, v]) => [Number(k), v]));
-    const input = resolveRefs(
-      node.input_template as InputTemplate,
-      ['result', 'outcome'],
-      null,
-      upstream,
-    ).static;
-    return { index: node.node_index, taskId: uuidv7(), kwargs: JSON.stringify(input) };
-  });
+  const nodes = ready.map((node) => ({
+    index: node.node_index,
+    taskId: uuidv7(),
+    kwargs: JSON.stringify(resolveInput(node)),
+  }));
   return (await db.run(WorkflowNodeEnqueue, { workflowId, nodes }, tx)).length;
 }
 

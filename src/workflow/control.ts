@@ -1,0 +1,189 @@
+/**
+ * Workflow control: pause, resume, cancel and retry-failed, each on a workflow and the child workflows its
+ * subworkflow nodes run, in one transaction.
+ *
+ *   RUNNING ──pause──► PAUSED ──resume──► RUNNING          (children follow: running ones pause, paused resume)
+ *      │                 │ └──retryFailed──► RUNNING        (FAILED nodes and the skips after them run again)
+ *      └──cancel──► CANCELLED ◄──cancel──┘                  (and every live descendant)
+ *   FAILED ──retryFailed──► RUNNING
+ *
+ * Lock order (the one order of the whole engine): a workflow's row, then its nodes, then their tasks; and a
+ * parent before its children. A tree is locked level by level from the workflow named: each level's rows in id
+ * order, once its parents are held, so no child can be started under a level not yet locked. A workflow step
+ * locks one workflow, and a child that ends steps its parent afterwards, in a transaction of its own; a task's
+ * outcome locks only its task. So a cancel racing completions of the same workflow waits, and never deadlocks.
+ *
+ * Pause: no node becomes READY or is enqueued; running tasks finish and their results are kept; a task that
+ * never ran is given back (its node READY again, the task row, which has no attempt, deleted), and one claimed
+ * but not started is handed back by its worker's start (`WORKFLOW_STOPPED`) and given back by the next step.
+ * Retries waiting stay PENDING, and claims skip them while the workflow is not RUNNING.
+ */
+import type { Database, Queryable } from '../db/Database.js';
+import { channels } from '../db/Listener.js';
+import {
+  WorkflowCancelMany,
+  WorkflowLock,
+  WorkflowLockChildren,
+  WorkflowNodeReopen,
+  WorkflowReopen,
+  WorkflowSetStatus,
+  WorkflowWakeHeld,
+  WorkflowWithdrawPending,
+} from '../db/workflows.js';
+import type { WorkflowRow, WorkflowStatus } from '../db/workflows.js';
+import { step, stepParent } from './step.js';
+import type { ChildWorkflows } from './step.js';
+
+/** What a control operation did. */
+export interface ControlResult {
+  /** The named workflow's status afterwards (null: no such workflow). */
+  status: WorkflowStatus | null;
+  /** Ids of the workflows it changed: the one named and the descendants that followed. */
+  changed: string[];
+}
+
+/** What a cancel did, besides {@link ControlResult}. */
+export interface CancelResult extends ControlResult {
+  /** Tasks cancelled before they started. */
+  tasksCancelled: number;
+  /** Running tasks asked to stop (their AbortSignal fires). */
+  tasksStopping: number;
+}
+
+const LIVE: readonly WorkflowStatus[] = ['PENDING', 'RUNNING', 'PAUSED'];
+
+/** Locks the live descendants of a locked workflow, level by level, parents first. */
+async function lockDescendants(db: Database, tx: Queryable, root: WorkflowRow): Promise<WorkflowRow[]> {
+  const found: WorkflowRow[] = [];
+  for (let level = [root.id]; level.length > 0;) {
+    const children = (await db.run(WorkflowLockChildren, { parentIds: level }, tx)).filter((c) =>
+      LIVE.includes(c.status),
+    );
+    found.push(...children);
+    level = children.map((c) => c.id);
+  }
+  return found;
+}
+
+/**
+ * Pauses a locked workflow and its running descendants, and gives back their tasks that never ran. Used by
+ * {@link pauseWorkflow} and by a step whose failed node pauses its workflow (`onError: 'pause'`). Returns the
+ * ids paused.
+ */
+export async function pauseTree(db: Database, tx: Queryable, root: WorkflowRow): Promise<string[]> {
+  const tree = [root, ...(await lockDescendants(db, tx, root))];
+  const paused = await db.run(
+    WorkflowSetStatus,
+    { ids: tree.map((w) => w.id), from: ['RUNNING'], to: 'PAUSED' },
+    tx,
+  );
+  const stopped = tree.filter((w) => w.status === 'RUNNING' || w.status === 'PAUSED').map((w) => w.id);
+  await db.run(WorkflowWithdrawPending, { ids: stopped }, tx);
+  return paused.map((p) => p.id);
+}
+
+/** Pauses a RUNNING workflow and its running children; a workflow that is not RUNNING is left as it is. */
+export async function pauseWorkflow(db: Database, id: string): Promise<ControlResult> {
+  return db.transaction(async (tx) => {
+    const [root] = await db.run(WorkflowLock, { id, waitForFlush: true }, tx);
+    if (!root) return { status: null, changed: [] };
+    if (root.status !== 'RUNNING') return { status: root.status, changed: [] };
+    return { status: 'PAUSED', changed: await pauseTree(db, tx, root) };
+  });
+}
+
+/**
+ * Resumes a PAUSED workflow and its paused descendants: each RUNNING again, its PENDING nodes re-evaluated,
+ * READY ones enqueued (subworkflow nodes start their child), held retries woken; one with nothing left to run
+ * completes.
+ */
+export async function resumeWorkflow(
+  db: Database,
+  id: string,
+  children?: ChildWorkflows,
+): Promise<ControlResult> {
+  let parent: { id: string; node: number } | null = null;
+  const result = await db.transaction(async (tx): Promise<ControlResult> => {
+    const [root] = await db.run(WorkflowLock, { id, waitForFlush: true }, tx);
+    if (!root) return { status: null, changed: [] };
+    if (root.status !== 'PAUSED') return { status: root.status, changed: [] };
+    const tree = [root, ...(await lockDescendants(db, tx, root))];
+    const resumed = (
+      await db.run(WorkflowSetStatus, { ids: tree.map((w) => w.id), from: ['PAUSED'], to: 'RUNNING' }, tx)
+    ).map((r) => r.id);
+    let status: WorkflowStatus | null = 'RUNNING';
+    // Parents first: a parent's step may end it, a child's never touches the parent here.
+    for (const w of tree.filter((t) => resumed.includes(t.id))) {
+      const stepped = await step(db, tx, w.id, { nodes: null, repair: true, children });
+      if (w.id === id) {
+        status = stepped.status;
+        parent = stepped.parent;
+      }
+    }
+    await db.run(WorkflowWakeHeld, { ids: resumed, schema: db.schema }, tx);
+    return { status, changed: resumed };
+  });
+  if (parent) await stepParent(db, parent, children);
+  return result;
+}
+
+/**
+ * Cancels a live workflow and every live descendant (see `WorkflowCancelMany`). When the workflow named is itself
+ * a child, its parent node then fails `SUBWORKFLOW_FAILED` (a step of the parent, after the commit).
+ */
+export async function cancelWorkflow(
+  db: Database,
+  id: string,
+  children?: ChildWorkflows,
+): Promise<CancelResult> {
+  let parent: { id: string; node: number } | null = null;
+  const result = await db.transaction(async (tx): Promise<CancelResult> => {
+    const [root] = await db.run(WorkflowLock, { id, waitForFlush: true }, tx);
+    if (!root) return { status: null, changed: [], tasksCancelled: 0, tasksStopping: 0 };
+    if (!LIVE.includes(root.status))
+      return { status: root.status, changed: [], tasksCancelled: 0, tasksStopping: 0 };
+    const tree = [root, ...(await lockDescendants(db, tx, root))];
+    const rows = await db.run(
+      WorkflowCancelMany,
+      { ids: tree.map((w) => w.id), channel: channels.workflowDone(db.schema) },
+      tx,
+    );
+    if (root.parent_workflow_id !== null && root.parent_node_index !== null) {
+      parent = { id: root.parent_workflow_id, node: root.parent_node_index };
+    }
+    return {
+      status: 'CANCELLED',
+      changed: rows.map((r) => r.id),
+      tasksCancelled: rows.reduce((n, r) => n + r.tasks_cancelled, 0),
+      tasksStopping: rows.reduce((n, r) => n + r.tasks_stopping, 0),
+    };
+  });
+  if (parent) await stepParent(db, parent, children);
+  return result;
+}
+
+/**
+ * Runs the FAILED nodes of a FAILED or PAUSED workflow again, with the nodes that were SKIPPED after them: they
+ * go back to PENDING, the workflow to RUNNING, and a step enqueues what is ready. COMPLETED nodes keep their
+ * results. A FAILED subworkflow node starts a new child.
+ */
+export async function retryFailedWorkflow(
+  db: Database,
+  id: string,
+  children?: ChildWorkflows,
+): Promise<ControlResult & { reopened: number }> {
+  let parent: { id: string; node: number } | null = null;
+  const result = await db.transaction(async (tx) => {
+    const [root] = await db.run(WorkflowLock, { id, waitForFlush: true }, tx);
+    if (!root) return { status: null, changed: [], reopened: 0 };
+    if (root.status !== 'FAILED' && root.status !== 'PAUSED')
+      return { status: root.status, changed: [], reopened: 0 };
+    const reopened = await db.run(WorkflowNodeReopen, { workflowId: id }, tx);
+    await db.run(WorkflowReopen, { id }, tx);
+    const stepped = await step(db, tx, id, { nodes: null, repair: true, children });
+    parent = stepped.parent;
+    return { status: stepped.status, changed: [id], reopened: reopened.length };
+  });
+  if (parent) await stepParent(db, parent, children);
+  return result;
+}
