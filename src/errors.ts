@@ -225,6 +225,35 @@ export class WorkflowMismatchError extends HorsiesError {
   }
 }
 
+/**
+ * Why `ctx.transaction()` did not commit, besides the callback's own errors:
+ * - `TASK_CLAIM_LOST`: the fenced completion found the task no longer this run's (reaped, claimed again, or
+ *   cancelled meanwhile). Everything was rolled back; the run ends without writing its outcome.
+ * - `TRANSACTION_ABORTED`: the run was stopped (timeout, cancel, shutdown, claim lost) while the transaction was
+ *   open. Everything was rolled back; the run ends as the stop decides.
+ * - `TRANSACTION_UNAVAILABLE`: the call cannot be served: a blocking task (it runs on a worker thread), a
+ *   transaction already open or committed in this run, or a run that has ended.
+ */
+export type TaskTransactionErrorCode = 'TASK_CLAIM_LOST' | 'TRANSACTION_ABORTED' | 'TRANSACTION_UNAVAILABLE';
+
+/** `ctx.transaction()` rolled back or refused for a reason of the run, not of the callback; see the codes. */
+export class TaskTransactionError extends HorsiesError {
+  override name = 'TaskTransactionError';
+  declare readonly code: TaskTransactionErrorCode;
+  /** The task whose run called it. */
+  readonly taskId: string;
+
+  constructor(
+    code: TaskTransactionErrorCode,
+    taskId: string,
+    message: string,
+    options?: { cause?: unknown },
+  ) {
+    super(code, `task ${taskId}: ${message}`, options);
+    this.taskId = taskId;
+  }
+}
+
 /** An option of a single send (or of one item of `sendMany`) is invalid. */
 export class SendOptionsError extends HorsiesError {
   override name = 'SendOptionsError';

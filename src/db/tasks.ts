@@ -337,9 +337,13 @@ export interface EndedTaskRow {
  * retries; the worker identity of the attempt is the one recorded at claim. A retry that would start at or after
  * `good_until` fails instead, and a task with a cancel request is cancelled rather than retried.
  * Fenced on worker and claim generation, so a replay or a finisher that lost its claim changes nothing; the rows
- * returned are the tasks this call changed.
+ * returned are the tasks this call changed. With `unlessCancelRequested` (a transactional finish), a task with a
+ * cancel request is fenced out as well: a completion must not commit over a cancel.
  */
-export const TaskFinishMany = statement<{ tasks: TaskFinish[] }, TaskFinishRow>(
+export const TaskFinishMany = statement<
+  { tasks: TaskFinish[]; unlessCancelRequested?: boolean },
+  TaskFinishRow
+>(
   'TaskFinishMany',
   `WITH input AS (
      SELECT * FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::jsonb[], $6::text[], $7::text[],
@@ -359,7 +363,7 @@ export const TaskFinishMany = statement<{ tasks: TaskFinish[] }, TaskFinishRow>(
        -- Written so that no index can serve it (status || ''): a generic plan would otherwise prefer the
        -- in-flight index and scan all of the worker's rows for each input row, instead of one primary-key lookup.
        WHERE t.id = i.id AND t.status || '' = 'RUNNING' AND t.claimed_by_worker_id || '' = i.worker_id
-         AND t.claim_generation = i.generation
+         AND t.claim_generation = i.generation AND ($11::bool IS NOT TRUE OR t.cancel_requested_at IS NULL)
        FOR UPDATE
      ) t
    ), decided AS (
@@ -421,7 +425,7 @@ export const TaskFinishMany = statement<{ tasks: TaskFinish[] }, TaskFinishRow>(
      WHERE f.final <> 'RELEASE'
    )
    SELECT id, status, workflow_id, workflow_node FROM finished`,
-  ({ tasks }) => [
+  ({ tasks, unlessCancelRequested }) => [
     tasks.map((t) => t.id),
     tasks.map((t) => t.workerId),
     tasks.map((t) => t.generation),
@@ -432,6 +436,7 @@ export const TaskFinishMany = statement<{ tasks: TaskFinish[] }, TaskFinishRow>(
     tasks.map((t) => t.failedReason),
     tasks.map((t) => t.retryDelayMs),
     tasks.map((t) => t.crashed),
+    unlessCancelRequested ?? false,
   ],
 );
 

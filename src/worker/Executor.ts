@@ -21,13 +21,15 @@ import type { ErrorCodeMap } from '../client/policy.js';
 import { errorEnvelope, okEnvelope } from '../client/outcome.js';
 import type { Database, Queryable } from '../db/Database.js';
 import { TaskStartMany } from '../db/tasks.js';
-import type { ClaimedTaskRow, TaskFinish, TaskStartRow, WorkerIdentity } from '../db/tasks.js';
+import type { ClaimedTaskRow, TaskFinish, TaskFinishRow, TaskStartRow, WorkerIdentity } from '../db/tasks.js';
 import { TaskError } from '../errors.js';
 import { decideRetry } from '../retry.js';
 import type { RandomSource } from '../retry.js';
 import { runHandler } from './runHandler.js';
 import type { Outcome } from './runHandler.js';
 import type { ThreadPool } from './ThreadPool.js';
+import { refuseTransaction } from './TransactionalFinish.js';
+import type { TransactionalFinish, TransactionalRun, TransactionVerdict } from './TransactionalFinish.js';
 import { settlesWithin } from './timing.js';
 
 /**
@@ -48,6 +50,8 @@ export interface ExecutorHooks {
   onStarted(task: ClaimedTaskRow, attempt: number, startedAt: Date | null): void;
   /** A run ended; hand the finish to the completer. */
   onFinished(finish: TaskFinish, task: ClaimedTaskRow): void;
+  /** A run ended whose outcome its transactional finish already committed (`row`): report it as written. */
+  onCommitted(finish: TaskFinish, row: TaskFinishRow, task: ClaimedTaskRow): void;
 }
 
 /** Settings of an {@link Executor}. */
@@ -80,6 +84,7 @@ export class Executor {
     private readonly options: ExecutorOptions,
     private readonly hooks: ExecutorHooks,
     private readonly pool: ThreadPool | null = null,
+    private readonly transactions: TransactionalFinish | null = null,
   ) {}
 
   /** Number of handlers running now (leaked ones excluded). */
@@ -199,12 +204,15 @@ export class Executor {
       if (timeoutMs !== null) timer = setTimeout(() => this.runs.get(task.id)?.stop('timeout'), timeoutMs);
     };
     let finish: TaskFinish;
+    // The run's transactional finish, made on its first `ctx.transaction()` call (most runs never make one).
+    const transactional: { run: TransactionalRun | null } = { run: null };
+    let verdict: TransactionVerdict | null;
     try {
       const onThread = definition.policies.blocking && this.pool !== null;
       if (!onThread) startTimer();
       const execution = onThread
         ? this.executeOnThread(task, attempt, startTimer)
-        : this.execute(definition, task, attempt, controller.signal);
+        : this.execute(definition, task, attempt, controller.signal, transactional);
       const first = await Promise.race([execution, stop]);
       let outcome: Outcome;
       if (typeof first !== 'string') {
@@ -228,13 +236,19 @@ export class Executor {
         }
         outcome = stopOutcome(first, timeoutMs);
       }
-      finish = this.toFinish(task, outcome, definition, typeof first === 'string' ? first : null);
+      verdict = transactional.run ? await transactional.run.conclude(this.options.abortGraceMs) : null;
+      // A fenced completion wrote nothing: CANCELLED lands if a cancel request stands, else the fence drops it.
+      finish =
+        verdict?.kind === 'fenced'
+          ? this.toFinish(task, stopOutcome('cancel', timeoutMs), definition, 'cancel')
+          : this.toFinish(task, outcome, definition, typeof first === 'string' ? first : null);
     } finally {
       if (timer) clearTimeout(timer);
       this.runs.delete(task.id);
     }
     // After the slot is free, so the worker can start the next task at once.
-    this.hooks.onFinished(finish, task);
+    if (verdict?.kind === 'committed') this.hooks.onCommitted(verdict.finish, verdict.row, task);
+    else this.hooks.onFinished(finish, task);
   }
 
   private async executeOnThread(
@@ -271,8 +285,10 @@ export class Executor {
     task: ClaimedTaskRow,
     attempt: number,
     signal: AbortSignal,
+    transactional: { run: TransactionalRun | null },
   ): Promise<Outcome> {
     const logger = this.logger;
+    const transactions = definition.policies.blocking ? null : this.transactions;
     let taskLogger: Logger | null = null;
     const ctx: TaskContext = {
       taskId: task.id,
@@ -285,6 +301,10 @@ export class Executor {
       get logger() {
         return (taskLogger ??= logger.child({ taskId: task.id, task: task.task_name, attempt }));
       },
+      transaction: (fn, options) =>
+        transactions
+          ? (transactional.run ??= transactions.forRun(task, signal)).run(fn, options)
+          : refuseTransaction(task.id, definition.policies.blocking),
     };
     return runHandler(definition, task.kwargs, ctx, this.options.appErrorCodes);
   }

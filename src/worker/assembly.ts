@@ -27,6 +27,7 @@ import { StateReporter } from './StateReporter.js';
 import type { HorsiesMetrics } from '../metrics/Metrics.js';
 import { RunMetrics } from '../metrics/RunMetrics.js';
 import { ThreadPool } from './ThreadPool.js';
+import { TransactionalFinish } from './TransactionalFinish.js';
 import { Scheduler } from '../scheduler/Scheduler.js';
 import type { ScheduleConfig } from '../scheduler/declare.js';
 
@@ -164,6 +165,10 @@ export function assemble(
     },
     caps,
   );
+  const transactions = new TransactionalFinish(db, logger, {
+    workerId: identity.workerId,
+    poolSize: cfg.concurrency,
+  });
   const executor = new Executor(
     db,
     tasks,
@@ -200,8 +205,16 @@ export function assemble(
         completer.add(finish);
         dispatcher.scheduleDispatch();
       },
+      // Written by the handler's own transaction: past the completer, straight to what follows a written batch.
+      onCommitted: (finish, row) => {
+        dispatcher.setPhase(finish.id, 'finishing');
+        sink.emit('task:ran', finish.id, finish.status);
+        sink.onSettled({ finished: [row], lost: [] }, [finish]);
+        dispatcher.scheduleDispatch();
+      },
     },
     pool,
+    transactions,
   );
   dispatcher = new Dispatcher(
     db,
@@ -294,7 +307,7 @@ export function assemble(
     listener,
     leader,
     pool,
-    services: [producer, heartbeater, cancels, reporter, ...(cfg.maintenance ? [leader] : [])],
+    services: [producer, heartbeater, cancels, reporter, ...(cfg.maintenance ? [leader] : []), transactions],
   };
 }
 

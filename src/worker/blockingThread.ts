@@ -10,6 +10,7 @@ import type { TaskContext } from '../client/TaskDefinition.js';
 import { TaskError } from '../errors.js';
 import type { ThreadReply, ThreadRequest } from './ThreadPool.js';
 import { runHandler } from './runHandler.js';
+import { refuseTransaction } from './TransactionalFinish.js';
 
 const { appModule, exportName } = workerData as { appModule: string; exportName?: string };
 const app = await loadApp(appModule, exportName);
@@ -43,6 +44,7 @@ async function run(request: ThreadRequest): Promise<ThreadReply> {
     ...request.context,
     signal: controller.signal,
     logger: logger.child({ taskId: request.id, task: request.taskName, attempt: request.context.attempt }),
+    transaction: () => refuseTransaction(request.id, true),
   };
   try {
     const outcome = await runHandler(definition, request.input, ctx, app.config.errorCodes);
