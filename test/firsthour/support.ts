@@ -1,0 +1,78 @@
+/** Long-running `horsies` processes for the first-hour tests: start, wait for a line, stop. */
+import { spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
+import { resolve } from 'node:path';
+import { afterAll } from 'vitest';
+
+const ROOT = resolve(import.meta.dirname, '../..');
+const running = new Set<ChildProcess>();
+
+afterAll(() => {
+  for (const child of running) child.kill('SIGKILL');
+});
+
+/** A running process and what it printed so far. */
+export interface RunningProcess {
+  child: ChildProcess;
+  /** stdout and stderr so far, interleaved. */
+  output(): string;
+  /** Resolves with the match once the output matches `pattern`; rejects if the process exits first or on timeout. */
+  waitFor(pattern: RegExp, timeoutMs?: number): Promise<RegExpExecArray>;
+  /** Resolves with the exit code (or signal name). */
+  exited: Promise<number | string>;
+}
+
+/** Starts `command args` (default: the `horsies` CLI from source through tsx) in `cwd`. */
+export function startProcess(
+  args: string[],
+  env: Record<string, string | undefined>,
+  options: { cwd?: string; command?: string; raw?: boolean } = {},
+): RunningProcess {
+  const command = options.command ?? process.execPath;
+  const argv = options.raw ? args : ['--import', 'tsx', resolve(ROOT, 'src/cli/main.ts'), ...args];
+  const child = spawn(command, argv, {
+    cwd: options.cwd ?? ROOT,
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  running.add(child);
+  let output = '';
+  const listeners = new Set<() => void>();
+  const onData = (chunk: Buffer): void => {
+    output += chunk.toString();
+    for (const listener of listeners) listener();
+  };
+  child.stdout?.on('data', onData);
+  child.stderr?.on('data', onData);
+  const exited = new Promise<number | string>((res) => {
+    child.once('exit', (code, signal) => {
+      running.delete(child);
+      res(code ?? signal ?? -1);
+      for (const listener of listeners) listener();
+    });
+  });
+  const waitFor = (pattern: RegExp, timeoutMs = 30_000): Promise<RegExpExecArray> =>
+    new Promise((res, rej) => {
+      const check = (): void => {
+        const match = pattern.exec(output);
+        if (match) {
+          done();
+          res(match);
+        } else if (child.exitCode !== null || child.signalCode !== null) {
+          done();
+          rej(new Error(`process exited before printing ${pattern}:\n${output}`));
+        }
+      };
+      const timer = setTimeout(() => {
+        done();
+        rej(new Error(`timed out after ${timeoutMs} ms waiting for ${pattern}:\n${output}`));
+      }, timeoutMs);
+      const done = (): void => {
+        clearTimeout(timer);
+        listeners.delete(check);
+      };
+      listeners.add(check);
+      check();
+    });
+  return { child, output: () => output, waitFor, exited };
+}
