@@ -94,4 +94,4 @@ export {
 } from './errors.js';
 export type { BuiltinErrorCode, ConfigProblem, TaskResult, ValidationIssue } from './errors.js';
 export { TASK_STATUSES, TERMINAL_STATUSES, isTerminalStatus } from './types.js';
-export type { AttemptOutcome, JsonValue, TaskAttempt, TaskInfo, TaskStatus } from './types.js';
+export type { AttemptOutcome, JsonValue, TaskAttempt, TaskInfo, TaskProgress, TaskStatus } from './types.js';

@@ -96,6 +96,18 @@ export interface TaskInfo {
   updatedAt: Date;
   /** The workflow node the task runs for (its workflow's id, the node's id and index), or null. */
   workflow: { id: string; nodeId: string; nodeIndex: number } | null;
+  /** The latest progress its handler reported (`ctx.progress()`), or null if it reported none. */
+  progress: TaskProgress | null;
   /** Present when requested with `{ attempts: true }`, ordered by attempt number. */
   attempts?: TaskAttempt[];
+}
+
+/** A task's latest progress report. */
+export interface TaskProgress {
+  /** The value the handler reported. */
+  value: JsonValue;
+  /** When it was written (database clock). */
+  at: Date;
+  /** The attempt that reported it: a retry starts over, so a value of an earlier attempt may be stale. */
+  attempt: number;
 }

@@ -194,6 +194,11 @@ export function describeTask(task: TaskInfo): string {
   if (task.cancelRequestedAt) lines.push(['cancel asked', time(task.cancelRequestedAt)]);
   if (task.idempotencyKey) lines.push(['idem. key', task.idempotencyKey]);
   if (task.workflow) lines.push(['workflow', `${task.workflow.id} node ${task.workflow.nodeId}`]);
+  if (task.progress) {
+    const { value, at, attempt } = task.progress;
+    const stale = attempt !== task.attemptCount ? ', an earlier attempt' : '';
+    lines.push(['progress', `${json(value)} (attempt ${attempt}${stale}, ${time(at)})`]);
+  }
   const width = Math.max(...lines.map(([label]) => label.length));
   const head = lines.map(([label, value]) => `${label.padEnd(width)}  ${value}`).join('\n');
   const attempts = task.attempts ?? [];

@@ -4,6 +4,7 @@ import type { Logger } from 'pino';
 import type pg from 'pg';
 import type { TransactionClient } from '../db/HeldTransaction.js';
 import type { TaskError } from '../errors.js';
+import type { JsonValue } from '../types.js';
 import type { ErrorCodeMap } from './policy.js';
 import type { ResolvedRetryPolicy, RetryPolicy } from '../retry.js';
 import type { SendCallOptions, SendContext, SendOptions, SendTarget } from './send.js';
@@ -29,6 +30,13 @@ export interface TaskContext {
   readonly signal: AbortSignal;
   /** A logger bound to this task. */
   readonly logger: Logger;
+  /**
+   * Reports how far the run got: any JSON value (`0.4`, `{ done: 40, total: 100 }`), at most 16 KiB. Readable
+   * with `app.getTask()`, `horsies tasks show` and the dashboard, announced on the `task_progress` channel.
+   * Throttled: the first report is written at once, then at most one every 500 ms (the latest value wins), and
+   * the last one is written before the task's outcome. Throws at once for a value JSON cannot carry.
+   */
+  progress(value: JsonValue): void;
   /**
    * The transactional finish: runs `fn` inside a transaction and, in the same transaction, completes the task with
    * the value `fn` returns (the COMPLETED row and its attempt row, fenced on this run's claim). `fn`'s writes through

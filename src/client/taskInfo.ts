@@ -38,6 +38,10 @@ export function toTaskInfo(row: TaskRow, attempts?: AttemptRow[]): TaskInfo {
     workerProcessName: row.worker_process_name,
     createdAt: row.created_at,
     updatedAt: row.updated_at,
+    progress:
+      row.progress_at === null
+        ? null
+        : { value: row.progress as JsonValue, at: row.progress_at, attempt: row.progress_attempt ?? 0 },
     workflow:
       row.workflow_id === null || row.workflow_node === null
         ? null

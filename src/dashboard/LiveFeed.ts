@@ -20,6 +20,8 @@ export interface ChangeEvent {
   finished: string[];
   /** Queues that got new or returned PENDING tasks since the last event. */
   queues: string[];
+  /** Ids of running tasks that reported progress since the last event (at most 100). */
+  progress: string[];
 }
 
 /** Settings of a {@link LiveFeed}. */
@@ -44,6 +46,7 @@ export class LiveFeed extends EventEmitter<LiveFeedEvents> {
   private pollTimer: NodeJS.Timeout | null = null;
   private finished = new Set<string>();
   private queues = new Set<string>();
+  private progress = new Set<string>();
   private lastSent = 0;
   private stopped = false;
   private readonly debounceMs: number;
@@ -104,6 +107,8 @@ export class LiveFeed extends EventEmitter<LiveFeedEvents> {
     listener.on('notification', (channel, payload) => {
       if (channel === channels.taskDone(this.db.schema)) {
         for (const id of payload.split(',')) if (id && this.finished.size < 100) this.finished.add(id);
+      } else if (channel === channels.taskProgress(this.db.schema)) {
+        if (this.progress.size < 100) this.progress.add(payload);
       } else if (payload) {
         this.queues.add(payload);
       }
@@ -113,6 +118,7 @@ export class LiveFeed extends EventEmitter<LiveFeedEvents> {
     void Promise.all([
       listener.listen(channels.taskNew(this.db.schema)),
       listener.listen(channels.taskDone(this.db.schema)),
+      listener.listen(channels.taskProgress(this.db.schema)),
     ]).then(() => {
       if (this.listener === listener && listener.connected) this.emit('listening');
     });
@@ -141,9 +147,15 @@ export class LiveFeed extends EventEmitter<LiveFeedEvents> {
 
   private send(reason: ChangeReason): void {
     this.lastSent = Date.now();
-    const event: ChangeEvent = { reason, finished: [...this.finished], queues: [...this.queues] };
+    const event: ChangeEvent = {
+      reason,
+      finished: [...this.finished],
+      queues: [...this.queues],
+      progress: [...this.progress],
+    };
     this.finished = new Set();
     this.queues = new Set();
+    this.progress = new Set();
     const frame = `event: change\ndata: ${JSON.stringify(event)}\n\n`;
     for (const res of this.clients) res.write(frame);
     this.emit('change', event, this.clients.size);

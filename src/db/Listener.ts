@@ -3,7 +3,7 @@
  * reconnect it emits `reconnect`, because notifications sent while it was away are lost: consumers re-read.
  *
  * Channels are namespaced by schema: `<schema>:task_new`, `<schema>:task_queue_<queue>`, `<schema>:task_done`,
- * `<schema>:task_cancel`.
+ * `<schema>:task_cancel`, `<schema>:task_progress`.
  */
 import { EventEmitter } from 'node:events';
 import pg from 'pg';
@@ -16,6 +16,8 @@ export const channels = {
   taskDone: (schema: string): string => `${schema}:task_done`,
   taskCancel: (schema: string): string => `${schema}:task_cancel`,
   workflowDone: (schema: string): string => `${schema}:workflow_done`,
+  /** A running task reported progress (payload: its id). */
+  taskProgress: (schema: string): string => `${schema}:task_progress`,
 };
 
 /** Events of a {@link Listener}. */

@@ -66,14 +66,16 @@ export async function copyTasks(
   shape: CopyShape,
   tx?: Queryable,
 ): Promise<void> {
-  const sql = renderSql(copySql(shape), db.schema);
+  // The tasks of one send share its trace context: the column is copied only when they carry one.
+  const traced = tasks.some((t) => t.traceContext);
+  const sql = renderSql(copySql(shape, traced), db.schema);
   if (tx !== undefined) {
-    await streamRows(tx as pg.Client, sql, tasks, shape);
+    await streamRows(tx as pg.Client, sql, tasks, shape, traced);
     return;
   }
   const client = await db.pool.connect();
   try {
-    await streamRows(client, sql, tasks, shape);
+    await streamRows(client, sql, tasks, shape, traced);
   } catch (error) {
     // A copy that failed part-way is not worth a guess at the connection's state: it is closed, not reused.
     client.release(error instanceof Error ? error : true);
@@ -82,8 +84,8 @@ export async function copyTasks(
   client.release();
 }
 
-function copySql(shape: CopyShape): string {
-  const columns = shape === 'runAt' ? `${COLUMNS}, enqueued_at` : COLUMNS;
+function copySql(shape: CopyShape, traced: boolean): string {
+  const columns = `${COLUMNS}${shape === 'runAt' ? ', enqueued_at' : ''}${traced ? ', trace_context' : ''}`;
   return `COPY {{schema}}.horsies_tasks (${columns}) FROM STDIN`;
 }
 
@@ -92,15 +94,16 @@ async function streamRows(
   sql: string,
   tasks: readonly TaskInsert[],
   shape: CopyShape,
+  traced: boolean,
 ): Promise<void> {
-  await pipeline(Readable.from(rowChunks(tasks, shape)), client.query(copyFrom(sql)));
+  await pipeline(Readable.from(rowChunks(tasks, shape, traced)), client.query(copyFrom(sql)));
 }
 
 // Rows are written lazily, a chunk at a time, so that writing them overlaps with the server storing earlier ones.
-function* rowChunks(tasks: readonly TaskInsert[], shape: CopyShape): Generator<string> {
+function* rowChunks(tasks: readonly TaskInsert[], shape: CopyShape, traced: boolean): Generator<string> {
   let chunk = '';
   for (const task of tasks) {
-    chunk += copyRow(task, shape);
+    chunk += traced ? `${copyRow(task, shape).slice(0, -1)}\t${traceText(task)}\n` : copyRow(task, shape);
     if (chunk.length >= CHUNK_CHARS) {
       yield chunk;
       chunk = '';
@@ -116,6 +119,11 @@ function copyRow(task: TaskInsert, shape: CopyShape): string {
     `${task.goodUntil === null ? NULL : task.goodUntil.toISOString()}\t${task.maxRetries}\t` +
     `${task.retentionMs ?? NULL}\t${task.taskOptions === null ? NULL : text(task.taskOptions)}`;
   return shape === 'runAt' ? `${line}\t${(task.runAt as Date).toISOString()}\n` : `${line}\n`;
+}
+
+/** A task's trace context as a COPY field (JSON text), or NULL. */
+function traceText(task: TaskInsert): string {
+  return task.traceContext ? text(JSON.stringify(task.traceContext)) : NULL;
 }
 
 /** A value escaped for COPY's text format: backslash, tab, newline and carriage return. */

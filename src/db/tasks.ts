@@ -46,6 +46,12 @@ export interface TaskRow {
   purge_after: Date | null;
   created_at: Date;
   updated_at: Date;
+  /** The latest progress its handler reported (JSON), when, and in which attempt (migration 11). */
+  progress: unknown;
+  progress_at: Date | null;
+  progress_attempt: number | null;
+  /** The sender's trace context (migration 11); null when the sender traced nothing. */
+  trace_context: TraceCarrier | null;
   /** The workflow and node the task runs for (null for a plain task), with the node's id. */
   workflow_id: string | null;
   workflow_node: number | null;
@@ -90,6 +96,14 @@ export interface TaskInsert {
   retentionMs: number | null;
   /** JSON text of the options recovery needs without the task's code (its retry policy), if any. */
   taskOptions: string | null;
+  /** The sender's trace context, carried to every run of the task; null or absent when there is none. */
+  traceContext?: TraceCarrier | null;
+}
+
+/** A W3C trace context as stored with a task: the `traceparent` header, and `tracestate` when there is one. */
+export interface TraceCarrier {
+  traceparent: string;
+  tracestate?: string;
 }
 
 /** Outcome of one insert: the task that now holds the id or key, and whether this statement created it. */
@@ -113,14 +127,14 @@ export const TaskInsertMany = statement<{ tasks: TaskInsert[] }, TaskInsertConfl
      SELECT * FROM json_to_recordset($1::json)
        AS i(id text, task_name text, queue_name text, priority int, kwargs jsonb, delay_ms int, run_at timestamptz,
             good_until timestamptz, enqueue_sha text, idempotency_key text, max_retries int, retention_ms bigint,
-            task_options jsonb, sent_at timestamptz)
+            task_options jsonb, sent_at timestamptz, trace_context jsonb)
    ), inserted AS (
      INSERT INTO {{schema}}.horsies_tasks
        (id, task_name, queue_name, priority, kwargs, status, sent_at, enqueued_at, good_until, enqueue_sha,
-        idempotency_key, max_retries, retention_ms, task_options)
+        idempotency_key, max_retries, retention_ms, task_options, trace_context)
      SELECT id, task_name, queue_name, priority, kwargs, 'PENDING', COALESCE(sent_at, now()),
             COALESCE(run_at, now() + delay_ms * interval '1 millisecond'), good_until, enqueue_sha,
-            idempotency_key, max_retries, retention_ms, task_options
+            idempotency_key, max_retries, retention_ms, task_options, trace_context
      FROM input
      ON CONFLICT DO NOTHING
      RETURNING id
@@ -148,7 +162,8 @@ function insertJson(t: TaskInsert): string {
     `"good_until":${t.goodUntil ? JSON.stringify(t.goodUntil.toISOString()) : 'null'},` +
     `"enqueue_sha":${JSON.stringify(t.enqueueSha)},"idempotency_key":${JSON.stringify(t.idempotencyKey)},` +
     `"max_retries":${t.maxRetries},"retention_ms":${t.retentionMs ?? 'null'},"task_options":${t.taskOptions ?? 'null'}` +
-    (t.sentAt ? `,"sent_at":${JSON.stringify(t.sentAt.toISOString())}}` : '}')
+    (t.sentAt ? `,"sent_at":${JSON.stringify(t.sentAt.toISOString())}` : '') +
+    (t.traceContext ? `,"trace_context":${JSON.stringify(t.traceContext)}}` : '}')
   );
 }
 
@@ -183,6 +198,8 @@ export interface ClaimedTaskRow {
   max_retries: number;
   attempt: number;
   enqueued_at: Date;
+  /** The sender's trace context, which the run continues (null when none was stored). */
+  trace_context: TraceCarrier | null;
   /** The workflow and node the task runs for (null for a plain task); `workflow_node_id` is the node's id. */
   workflow_id: string | null;
   workflow_node: number | null;

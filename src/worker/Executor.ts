@@ -31,6 +31,8 @@ import type { ThreadPool } from './ThreadPool.js';
 import { refuseTransaction } from './TransactionalFinish.js';
 import type { TransactionalFinish, TransactionalRun, TransactionVerdict } from './TransactionalFinish.js';
 import { settlesWithin } from './timing.js';
+import { ProgressReporter } from './ProgressReporter.js';
+import { toCanonicalJson } from '../client/json.js';
 
 /**
  * Why a running handler is being stopped: its timeout; a cancel request; shutdown with policy `stop`
@@ -76,6 +78,8 @@ interface Run {
 export class Executor {
   private readonly runs = new Map<string, Run>();
   private readonly pending = new Set<Promise<void>>();
+  /** Progress reporters of runs that reported progress (made on a run's first `ctx.progress()`). */
+  private readonly progress = new Map<string, ProgressReporter>();
 
   constructor(
     private readonly db: Database,
@@ -246,6 +250,12 @@ export class Executor {
       if (timer) clearTimeout(timer);
       this.runs.delete(task.id);
     }
+    // The last progress the handler reported is stored before its outcome is handed over.
+    const progress = this.progress.get(task.id);
+    if (progress) {
+      this.progress.delete(task.id);
+      await progress.close();
+    }
     // After the slot is free, so the worker can start the next task at once.
     if (verdict?.kind === 'committed') this.hooks.onCommitted(verdict.finish, verdict.row, task);
     else this.hooks.onFinished(finish, task);
@@ -272,6 +282,7 @@ export class Executor {
           },
         },
         onStart,
+        (json) => this.reportProgress(task, json),
       );
       if ('value' in reply) return { value: reply.value };
       return new TaskError(reply.error.code, reply.error.message, reply.error.data);
@@ -301,12 +312,29 @@ export class Executor {
       get logger() {
         return (taskLogger ??= logger.child({ taskId: task.id, task: task.task_name, attempt }));
       },
+      progress: (value) => this.reportProgress(task, toCanonicalJson(value, 'progress')),
       transaction: (fn, options) =>
         transactions
           ? (transactional.run ??= transactions.forRun(task, signal)).run(fn, options)
           : refuseTransaction(task.id, definition.policies.blocking),
     };
     return runHandler(definition, task.kwargs, ctx, this.options.appErrorCodes);
+  }
+
+  // A run's progress, written through its reporter (made on the first report). A handler left behind after its
+  // outcome was decided reports into the void.
+  private reportProgress(task: ClaimedTaskRow, json: string): void {
+    let reporter = this.progress.get(task.id);
+    if (!reporter) {
+      if (!this.runs.has(task.id)) return;
+      reporter = new ProgressReporter(
+        this.db,
+        { id: task.id, workerId: this.options.identity.workerId, generation: task.claim_generation },
+        this.logger,
+      );
+      this.progress.set(task.id, reporter);
+    }
+    reporter.reportJson(json);
   }
 
   private toFinish(

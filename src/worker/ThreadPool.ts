@@ -27,6 +27,12 @@ export interface ThreadRequest {
   };
 }
 
+/** A progress report from a thread's handler: the value as canonical JSON text. */
+export interface ThreadProgress {
+  progress: string;
+  value: string;
+}
+
 /** A thread's answer: the result as canonical JSON text, or an error. */
 export type ThreadReply =
   { id: string; value: string } | { id: string; error: { code: string; message: string; data?: JsonValue } };
@@ -53,6 +59,8 @@ interface Job {
   reject: (error: Error) => void;
   /** Called when a ready thread takes the task (its timeout starts then, not while it queues). */
   onStart?: () => void;
+  /** Called with each progress report of the handler (JSON text). */
+  onProgress?: (json: string) => void;
 }
 
 const entry = threadEntry();
@@ -70,11 +78,18 @@ export class ThreadPool {
     for (let i = 0; i < options.size; i += 1) this.slots.push(this.spawn());
   }
 
-  /** Runs one task on the next free thread; `onStart` is called when a ready thread takes it. */
-  run(request: ThreadRequest, onStart?: () => void): Promise<ThreadReply> {
+  /**
+   * Runs one task on the next free thread; `onStart` is called when a ready thread takes it, `onProgress` with
+   * each progress report of its handler.
+   */
+  run(
+    request: ThreadRequest,
+    onStart?: () => void,
+    onProgress?: (json: string) => void,
+  ): Promise<ThreadReply> {
     if (this.closed) return Promise.reject(new Error('thread pool closed'));
     return new Promise((resolve, reject) => {
-      this.queue.push({ request, resolve, reject, onStart });
+      this.queue.push({ request, resolve, reject, onStart, onProgress });
       this.pump();
     });
   }
@@ -120,11 +135,19 @@ export class ThreadPool {
     ready.catch(() => undefined);
     const slot: Slot = { thread, ready, busy: null };
     let isReady = false;
-    thread.on('message', (message: ThreadReply | { ready: true }) => {
+    thread.on('message', (message: ThreadReply | ThreadProgress | { ready: true }) => {
       if ('ready' in message) {
         isReady = true;
         this.startFailures = 0;
         return markReady();
+      }
+      if ('progress' in message) {
+        try {
+          this.jobs.get(message.progress)?.onProgress?.(message.value);
+        } catch {
+          // Checked in the thread already; a value refused here is dropped.
+        }
+        return;
       }
       const job = this.jobs.get(message.id);
       this.jobs.delete(message.id);

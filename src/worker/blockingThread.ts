@@ -10,6 +10,8 @@ import type { TaskContext } from '../client/TaskDefinition.js';
 import { TaskError } from '../errors.js';
 import type { ThreadReply, ThreadRequest } from './ThreadPool.js';
 import { runHandler } from './runHandler.js';
+import { toCanonicalJson } from '../client/json.js';
+import { MAX_PROGRESS_BYTES, ProgressTooLargeError } from './ProgressReporter.js';
 import { refuseTransaction } from './TransactionalFinish.js';
 
 const { appModule, exportName } = workerData as { appModule: string; exportName?: string };
@@ -44,6 +46,12 @@ async function run(request: ThreadRequest): Promise<ThreadReply> {
     ...request.context,
     signal: controller.signal,
     logger: logger.child({ taskId: request.id, task: request.taskName, attempt: request.context.attempt }),
+    progress: (value) => {
+      const json = toCanonicalJson(value, 'progress');
+      const size = Buffer.byteLength(json);
+      if (size > MAX_PROGRESS_BYTES) throw new ProgressTooLargeError(request.id, size);
+      port.postMessage({ progress: request.id, value: json });
+    },
     transaction: () => refuseTransaction(request.id, true),
   };
   try {

@@ -61,6 +61,10 @@ describe('schema after a fresh migrate', () => {
       updated_at: tz,
       workflow_id: 'character varying',
       workflow_node: 'integer',
+      progress: 'jsonb',
+      progress_at: tz,
+      progress_attempt: 'integer',
+      trace_context: 'jsonb',
     });
   });
 

@@ -137,6 +137,12 @@ export interface TaskDetail extends TaskRow {
   claim_generation: number;
   worker_hostname: string | null;
   worker_pid: number | null;
+  /** The latest progress its handler reported, when, and in which attempt. */
+  progress: unknown;
+  progress_at: string | null;
+  progress_attempt: number | null;
+  /** The sender's W3C trace context, when it traced the send. */
+  trace_context: { traceparent: string; tracestate?: string } | null;
   attempts: {
     attempt: number;
     outcome: string;

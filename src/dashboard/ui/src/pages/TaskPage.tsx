@@ -8,6 +8,46 @@ import type { PageProps } from '../main.js';
 
 const TERMINAL = ['COMPLETED', 'FAILED', 'CANCELLED', 'EXPIRED'];
 
+/** A fraction from 0 to 1 when the value reads as one: a number, `{ done, total }` or `{ percent }`. */
+function fraction(value: unknown): number | null {
+  if (typeof value === 'number' && value >= 0 && value <= 1) return value;
+  if (typeof value !== 'object' || value === null) return null;
+  const v = value as Record<string, unknown>;
+  const done = v.done ?? v.current ?? v.completed;
+  if (typeof done === 'number' && typeof v.total === 'number' && v.total > 0) {
+    return Math.min(1, Math.max(0, done / v.total));
+  }
+  if (typeof v.percent === 'number') return Math.min(1, Math.max(0, v.percent / 100));
+  return null;
+}
+
+/** The trace id of a W3C traceparent (`00-<trace id>-<span id>-<flags>`). */
+function traceId(traceparent: string): string {
+  return traceparent.split('-')[1] ?? traceparent;
+}
+
+/** The latest progress report: a bar when it reads as a fraction, and the value itself. */
+function Progress(props: { task: TaskDetail }): JSX.Element {
+  const t = props.task;
+  const share = fraction(t.progress);
+  const stale = t.progress_attempt !== t.attempt;
+  return (
+    <div data-testid="task-progress">
+      <h2>Progress</h2>
+      {share !== null ? (
+        <p>
+          <progress max={1} value={share} /> {Math.round(share * 100)}%
+        </p>
+      ) : null}
+      <JsonBlock value={t.progress} testid="task-progress-value" />
+      <p class="muted">
+        reported {ago(t.progress_at)} by attempt {t.progress_attempt}
+        {stale ? ' (an earlier attempt)' : ''}
+      </p>
+    </div>
+  );
+}
+
 export function TaskPage(props: PageProps): JSX.Element {
   const id = props.rest[0] ?? '';
   const { data, error, reload } = useApi<TaskDetail>(`tasks/${encodeURIComponent(id)}`);
@@ -61,6 +101,12 @@ export function TaskPage(props: PageProps): JSX.Element {
         </div>
       ) : null}
       <ActionMessage state={action} />
+      {t.progress_at !== null ? <Progress task={t} /> : null}
+      {t.trace_context ? (
+        <p class="muted" data-testid="task-trace">
+          trace <span class="mono">{traceId(t.trace_context.traceparent)}</span>
+        </p>
+      ) : null}
       <div class="columns">
         <div>
           <h2>Timeline</h2>
