@@ -442,19 +442,24 @@ export const TaskFinishMany = statement<
      WHERE f.final <> 'RELEASE'
    )
    SELECT id, status, workflow_id, workflow_node FROM finished`,
-  ({ tasks, unlessCancelRequested }) => [
-    tasks.map((t) => t.id),
-    tasks.map((t) => t.workerId),
-    tasks.map((t) => t.generation),
-    tasks.map((t) => t.status),
-    tasks.map((t) => t.result),
-    tasks.map((t) => t.errorCode),
-    tasks.map((t) => t.errorMessage),
-    tasks.map((t) => t.failedReason),
-    tasks.map((t) => t.retryDelayMs),
-    tasks.map((t) => t.crashed),
-    unlessCancelRequested ?? false,
-  ],
+  ({ tasks: given, unlessCancelRequested }) => {
+    // Rows are locked in input order: in id order, as a workflow cancel locks them, so that the two never wait
+    // on each other in a cycle.
+    const tasks = [...given].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+    return [
+      tasks.map((t) => t.id),
+      tasks.map((t) => t.workerId),
+      tasks.map((t) => t.generation),
+      tasks.map((t) => t.status),
+      tasks.map((t) => t.result),
+      tasks.map((t) => t.errorCode),
+      tasks.map((t) => t.errorMessage),
+      tasks.map((t) => t.failedReason),
+      tasks.map((t) => t.retryDelayMs),
+      tasks.map((t) => t.crashed),
+      unlessCancelRequested ?? false,
+    ];
+  },
 );
 
 /** One task row by id. */

@@ -561,6 +561,36 @@ export const WorkflowList = statement<
   ({ status, name, before, limit }) => [status, name, before?.sentAt ?? null, before?.id ?? null, limit],
 );
 
+/**
+ * The child workflows of one run (those its subworkflow nodes started), newest first, optionally of one status
+ * and name; keyset pagination on (sent_at, id) as {@link WorkflowList}.
+ */
+export const WorkflowListChildren = statement<
+  {
+    parentId: string;
+    status: WorkflowStatus | null;
+    name: string | null;
+    before: { sentAt: Date; id: string } | null;
+    limit: number;
+  },
+  WorkflowRow
+>(
+  'WorkflowListChildren',
+  `SELECT * FROM {{schema}}.horsies_workflows
+   WHERE parent_workflow_id = $1 AND ($2::text IS NULL OR status = $2) AND ($3::text IS NULL OR name = $3)
+     AND ($4::timestamptz IS NULL OR (sent_at, id) < ($4::timestamptz, $5::text))
+   ORDER BY sent_at DESC, id DESC
+   LIMIT $6`,
+  ({ parentId, status, name, before, limit }) => [
+    parentId,
+    status,
+    name,
+    before?.sentAt ?? null,
+    before?.id ?? null,
+    limit,
+  ],
+);
+
 /** Live workflows that look stuck, for the recovery pass: untouched for `graceMs`, oldest first. */
 export const WorkflowListStale = statement<
   { graceMs: number; limit: number; now?: Date | null },
@@ -643,16 +673,21 @@ export interface WorkflowNodeGraphRow {
   task_id: string | null;
   task_status: string | null;
   error_code: string | null;
+  /** The workflow a subworkflow node runs (null: the node runs a task). */
+  subworkflow: string | null;
+  /** The child workflow a subworkflow node started, once it has one. */
+  child_workflow_id: string | null;
 }
 
 /**
- * The nodes of a workflow in index order, with their dependencies, join rules and their tasks' statuses; without
- * inputs and results, so a workflow of 10,000 nodes reads in one cheap statement.
+ * The nodes of a workflow in index order, with their dependencies, join rules and their tasks' statuses (or, for
+ * a subworkflow node, the child workflow it started); without inputs and results, so a workflow of 10,000 nodes
+ * reads in one cheap statement.
  */
 export const WorkflowNodeGraph = statement<{ workflowId: string }, WorkflowNodeGraphRow>(
   'WorkflowNodeGraph',
   `SELECT n.node_index, n.node_id, n.task_name, n.dependencies, n.join_rule, n.min_success, n.allow_failed_deps,
-          ${SHOWN_STATUS}, n.task_id, t.status AS task_status, n.error_code
+          ${SHOWN_STATUS}, n.task_id, t.status AS task_status, n.error_code, n.subworkflow, n.child_workflow_id
    FROM {{schema}}.horsies_workflow_tasks n
    LEFT JOIN {{schema}}.horsies_tasks t ON t.id = n.task_id
    WHERE n.workflow_id = $1
@@ -729,7 +764,24 @@ export const WorkflowWakeHeld = statement<{ ids: string[]; schema: string }, { q
 );
 
 /**
- * Cancels workflows (a tree, locked by the caller): each CANCELLED with `WORKFLOW_CANCELLED` (notified on
+ * Locks the tasks of the open nodes of the given workflows in id order, before a cancel changes them: a batch
+ * of outcomes ({@link TaskFinishMany}) and a start lock their tasks in id order too, so a cancel racing them
+ * waits rather than deadlocks.
+ */
+export const WorkflowTasksLock = statement<{ ids: string[] }, { id: string }>(
+  'WorkflowTasksLock',
+  `SELECT t.id FROM {{schema}}.horsies_tasks t
+   WHERE t.id IN (SELECT n.task_id FROM {{schema}}.horsies_workflow_tasks n
+                  WHERE n.workflow_id = ANY ($1::text[]) AND n.status IN ('ENQUEUED', 'RUNNING')
+                    AND n.task_id IS NOT NULL)
+   ORDER BY t.id
+   -- The lock the UPDATE that follows takes: heartbeats' foreign-key checks (KEY SHARE) pass it.
+   FOR NO KEY UPDATE OF t`,
+  ({ ids }) => [ids],
+);
+
+/**
+ * Cancels workflows (a tree, locked by the caller, with {@link WorkflowTasksLock}): each CANCELLED with `WORKFLOW_CANCELLED` (notified on
  * `<schema>:workflow_done`); their tasks that had not started CANCELLED (`TASK_CANCELLED`) and those running
  * asked to stop (`cancel_requested_at`, which notifies their worker); every node not started, and every node
  * whose task was cancelled or whose child workflow is cancelled with it, SKIPPED with `WORKFLOW_CANCELLED`. A

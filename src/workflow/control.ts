@@ -27,6 +27,7 @@ import {
   WorkflowNodeReopen,
   WorkflowReopen,
   WorkflowSetStatus,
+  WorkflowTasksLock,
   WorkflowWakeHeld,
   WorkflowWithdrawPending,
 } from '../db/workflows.js';
@@ -143,6 +144,7 @@ export async function cancelWorkflow(
     if (!LIVE.includes(root.status))
       return { status: root.status, changed: [], tasksCancelled: 0, tasksStopping: 0 };
     const tree = [root, ...(await lockDescendants(db, tx, root))];
+    await db.run(WorkflowTasksLock, { ids: tree.map((w) => w.id) }, tx);
     const rows = await db.run(
       WorkflowCancelMany,
       { ids: tree.map((w) => w.id), channel: channels.workflowDone(db.schema) },
