@@ -21,13 +21,13 @@ import type { TaskInfo, TaskStatus } from '../types.js';
 import { parseConfig } from '../config.js';
 import { resolveAppConfig } from './config.js';
 import { policyFields } from './policy.js';
-import { resolveRetryPolicy } from '../retry.js';
+import { errorCodeSchema, resolveRetryPolicy } from '../retry.js';
 import type { AppConfig, ResolvedAppConfig } from './config.js';
 import { ResultWaiter } from './ResultWaiter.js';
 import type { OutcomeSource } from './ResultWaiter.js';
 import type { SendContext } from './send.js';
 import { TaskDefinition } from './TaskDefinition.js';
-import type { ResolvedTaskPolicies, TaskConfig } from './TaskDefinition.js';
+import type { DeclaredCodesCheck, ResolvedTaskPolicies, TaskConfig, TaskValue } from './TaskDefinition.js';
 import type { HandleHost } from './TaskHandle.js';
 import { TaskHandle } from './TaskHandle.js';
 import { toTaskInfo } from './taskInfo.js';
@@ -54,6 +54,10 @@ const taskConfigSchema = z.strictObject({
   ),
   handler: z.custom<(...args: never[]) => unknown>((v) => typeof v === 'function', 'must be a function'),
   queue: z.string().optional(),
+  errors: z
+    .array(errorCodeSchema(true))
+    .refine((codes) => new Set(codes).size === codes.length, 'must not repeat a code')
+    .optional(),
   priority: z.number().int().min(1).max(100).default(100),
   ...policyFields,
   retentionMs: z.number().int().min(0).optional(),
@@ -70,12 +74,12 @@ export function isApp(value: unknown): value is App {
 }
 
 /** Creates an app. Validates the whole config at once and throws a ConfigError naming every bad field. */
-export function createApp(config: AppConfig = {}): App {
-  return new App(config);
+export function createApp<Q extends string = 'default'>(config: AppConfig<Q> = {}): App<Q> {
+  return new App<Q>(config);
 }
 
 /** See {@link createApp}. */
-export class App implements HandleHost {
+export class App<Q extends string = string> implements HandleHost {
   readonly [APP_BRAND] = true;
   /** The validated config, with defaults applied. */
   readonly config: ResolvedAppConfig;
@@ -99,7 +103,7 @@ export class App implements HandleHost {
   private readonly scheduleConfigs: ScheduleConfig[];
   private closed = false;
 
-  constructor(config: AppConfig = {}) {
+  constructor(config: AppConfig<Q> = {}) {
     this.config = resolveAppConfig(config);
     this.logger =
       this.config.logger ?? pino({ name: 'horsies', level: process.env.HORSIES_LOG_LEVEL || 'info' });
@@ -135,9 +139,31 @@ export class App implements HandleHost {
     this.scheduleConfigs = [...this.config.schedules];
   }
 
-  /** Defines a task. The input type comes from the schema, the result type from the handler. */
-  task<S extends StandardSchemaV1, R>(config: TaskConfig<S, R>): TaskDefinition<S, R> {
+  /**
+   * Defines a task. The input type comes from the schema, the result type from the handler, the error codes of
+   * its results from `errors` when it declares them; its `queue` must be one the app declares.
+   */
+  task<S extends StandardSchemaV1, R, C extends string = string>(
+    config: TaskConfig<S, R, Q, C> & DeclaredCodesCheck<R, C>,
+  ): TaskDefinition<S, TaskValue<R>, Q, C> {
     const parsed = parseConfig(`task definition "${String(config?.name)}"`, taskConfigSchema, config);
+    const declared = parsed.errors;
+    if (declared) {
+      const undeclared = [
+        ...(parsed.errorCodes ?? []).map(([, code], i) => ({ field: `errorCodes.${i}`, code })),
+        ...(parsed.defaultErrorCode ? [{ field: 'defaultErrorCode', code: parsed.defaultErrorCode }] : []),
+      ].filter((entry) => !declared.includes(entry.code));
+      if (undeclared.length > 0) {
+        throw new ConfigError(
+          `task definition "${parsed.name}"`,
+          undeclared.map(({ field, code }) => ({
+            field,
+            value: code,
+            message: "is not one of the task's errors",
+          })),
+        );
+      }
+    }
     if (this.registry.has(parsed.name)) {
       throw new ConfigError(`task definition "${parsed.name}"`, [
         { field: 'name', value: parsed.name, message: 'is already defined in this app' },
@@ -167,7 +193,13 @@ export class App implements HandleHost {
       blocking: parsed.blocking,
       maxConcurrentPerWorker: parsed.maxConcurrentPerWorker ?? null,
     };
-    const definition = new TaskDefinition<S, R>(config, policies, this.sendContext, this);
+    // The handler's TaskErrors are outcomes, not values: the definition's result type leaves them out.
+    const definition = new TaskDefinition<S, TaskValue<R>, Q, C>(
+      config as unknown as TaskConfig<S, TaskValue<R>, Q, C>,
+      policies,
+      this.sendContext,
+      this,
+    );
     this.registry.set(definition.name, definition as unknown as TaskDefinition<StandardSchemaV1, unknown>);
     return definition;
   }

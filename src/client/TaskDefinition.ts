@@ -3,7 +3,7 @@ import type { StandardSchemaV1 } from '@standard-schema/spec';
 import type { Logger } from 'pino';
 import type pg from 'pg';
 import type { TransactionClient } from '../db/HeldTransaction.js';
-import type { TaskError } from '../errors.js';
+import type { TaskError, TaskErrorCode } from '../errors.js';
 import type { JsonValue } from '../types.js';
 import type { ErrorCodeMap } from './policy.js';
 import type { ResolvedRetryPolicy, RetryPolicy } from '../retry.js';
@@ -81,19 +81,39 @@ export interface TaskWorkflowContext {
   readonly nodeIndex: number;
 }
 
-/** A handler: returns the result, or returns or throws a {@link TaskError}. */
-export type TaskHandler<I, R> = (input: I, ctx: TaskContext) => R | TaskError | Promise<R | TaskError>;
+/**
+ * A handler: returns the result, or returns or throws a {@link TaskError}. `C` is the codes it may return (any
+ * string unless its task declares `errors`).
+ */
+export type TaskHandler<I, R, C extends string = string> = (
+  input: I,
+  ctx: TaskContext,
+) => R | TaskError<C> | Promise<R | TaskError<C>>;
 
-/** Definition of a task, given to `app.task()`. */
-export interface TaskConfig<S extends StandardSchemaV1, R> {
+/**
+ * Definition of a task, given to `app.task()`. `Q` is the app's queue names; `C` the error codes the task
+ * declares in `errors` (any string when it declares none).
+ */
+export interface TaskConfig<
+  S extends StandardSchemaV1,
+  R,
+  Q extends string = string,
+  C extends string = string,
+> {
   /** Unique name within the app; workers claim by name. 1–255 characters. */
   name: string;
   /** Standard Schema validator (zod, valibot, arktype...) of the input, checked at send and before the run. */
   input: S;
   /** The code that runs. */
-  handler: TaskHandler<StandardSchemaV1.InferOutput<S>, R>;
-  /** Queue; default: the app's default queue. */
-  queue?: string;
+  handler: TaskHandler<StandardSchemaV1.InferOutput<S>, R, NoInfer<C>>;
+  /** Queue; default: the app's default queue. One of the queues declared in `createApp`. */
+  queue?: Q;
+  /**
+   * The error codes the task can end with, besides the built-in ones (UPPER_SNAKE_CASE). Declared, they type
+   * `result.error.code` as their union with the built-in codes, and a handler returning another code, or an
+   * `errorCodes` entry or `defaultErrorCode` naming one, does not compile. Default: undeclared (any code).
+   */
+  errors?: readonly C[];
   /** 1–100, lower runs first. Default 100. */
   priority?: number;
   /** Retry policy; fields not given come from the app's `retry`. Default: no retries. */
@@ -104,9 +124,9 @@ export interface TaskConfig<S extends StandardSchemaV1, R> {
    */
   timeoutMs?: number;
   /** Error classes to codes, consulted before the app's map (first `instanceof` match wins). */
-  errorCodes?: ErrorCodeMap;
+  errorCodes?: ErrorCodeMap<NoInfer<C>>;
   /** Code of a thrown error no map names. Default `UNHANDLED_ERROR`. */
-  defaultErrorCode?: string;
+  defaultErrorCode?: NoInfer<C>;
   /**
    * How long a COMPLETED task is kept; 0 deletes it at the next retention pass once waiters had time to read it.
    * Default: its queue's `retentionMs`, else the app's `recovery.terminalRecordRetentionHours`.
@@ -147,27 +167,54 @@ export interface ResolvedTaskPolicies {
 }
 
 /** One item of `sendMany`: an input and its own options. */
-export type SendManyItem<I> = { input: I } & SendOptions;
+export type SendManyItem<I, Q extends string = string> = { input: I } & SendOptions<Q>;
 
-/** A registered task. `S` is its input schema, `R` its result type. */
-export class TaskDefinition<S extends StandardSchemaV1 = StandardSchemaV1, R = unknown> {
+/** The codes of the {@link TaskError}s in `R` that `C` does not list. */
+export type UndeclaredCodes<R, C extends string> =
+  R extends TaskError<infer K> ? (K extends C ? never : K) : never;
+
+/**
+ * Fails a task definition that declares its `errors` and whose handler returns a {@link TaskError} with another
+ * code (such an error lands in the inferred result type `R`, where this finds it).
+ */
+export type DeclaredCodesCheck<R, C extends string> = string extends C
+  ? unknown
+  : [UndeclaredCodes<R, C>] extends [never]
+    ? unknown
+    : {
+        handler: `returns a TaskError with the code ${UndeclaredCodes<R, C>}, not listed in the task's errors`;
+      };
+
+/** The result type of a handler returning `R`: without the {@link TaskError}s it may return. */
+export type TaskValue<R> = Exclude<R, TaskError>;
+
+/**
+ * A registered task. `S` is its input schema, `R` its result type, `Q` the app's queue names, `C` the error codes
+ * it declares (any string when it declares none).
+ */
+export class TaskDefinition<
+  S extends StandardSchemaV1 = StandardSchemaV1,
+  R = unknown,
+  Q extends string = string,
+  C extends string = string,
+> {
   readonly name: string;
-  readonly queue: string;
+  readonly queue: Q;
   readonly priority: number;
   readonly input: S;
-  readonly handler: TaskHandler<StandardSchemaV1.InferOutput<S>, R>;
+  readonly handler: TaskHandler<StandardSchemaV1.InferOutput<S>, R, C>;
   /** Retry, timeout, error mapping and retention, with app defaults applied. */
   readonly policies: ResolvedTaskPolicies;
   private readonly target: SendTarget;
 
   constructor(
-    config: TaskConfig<S, R>,
+    config: TaskConfig<S, R, Q, C>,
     policies: ResolvedTaskPolicies,
     private readonly ctx: SendContext,
     private readonly host: HandleHost,
   ) {
     this.name = config.name;
-    this.queue = policies.queue;
+    this.queue = policies.queue as Q;
     this.priority = policies.priority;
     this.input = config.input;
     this.handler = config.handler;
@@ -187,8 +234,8 @@ export class TaskDefinition<S extends StandardSchemaV1 = StandardSchemaV1, R = u
   /** Sends one task. Validates everything before storing; throws a typed error on bad input. */
   async send(
     input: StandardSchemaV1.InferInput<S>,
-    options: SendOptions & SendCallOptions = {},
-  ): Promise<TaskHandle<R>> {
+    options: SendOptions<Q> & SendCallOptions = {},
+  ): Promise<TaskHandle<R, TaskErrorCode<C>>> {
     const { tx, ...sendOptions } = options;
     const task = await prepareTask(this.ctx, this.target, input, sendOptions);
     const [id] = await insertTasks(this.ctx.db, [task], tx);
@@ -201,9 +248,9 @@ export class TaskDefinition<S extends StandardSchemaV1 = StandardSchemaV1, R = u
    * Returns one handle per item, in order.
    */
   async sendMany(
-    items: ReadonlyArray<SendManyItem<StandardSchemaV1.InferInput<S>>>,
+    items: ReadonlyArray<SendManyItem<StandardSchemaV1.InferInput<S>, Q>>,
     options: SendCallOptions = {},
-  ): Promise<TaskHandle<R>[]> {
+  ): Promise<TaskHandle<R, TaskErrorCode<C>>[]> {
     const tasks = await prepareTasks(this.ctx, this.target, items);
     const ids = await insertTasks(this.ctx.db, tasks, options.tx);
     countSent(this.ctx, this.target, tasks);
@@ -211,7 +258,7 @@ export class TaskDefinition<S extends StandardSchemaV1 = StandardSchemaV1, R = u
   }
 
   /** A handle for an existing task of this type. */
-  handle(id: string): TaskHandle<R> {
-    return new TaskHandle<R>(this.host, id, this.name);
+  handle(id: string): TaskHandle<R, TaskErrorCode<C>> {
+    return new TaskHandle<R, TaskErrorCode<C>>(this.host, id, this.name);
   }
 }

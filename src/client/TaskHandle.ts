@@ -10,8 +10,11 @@ export interface HandleHost {
   cancel(id: string): Promise<CancelResult>;
 }
 
-/** A sent task. `R` is the task's result type. */
-export class TaskHandle<R> {
+/**
+ * A sent task. `R` is the task's result type; `C` the type of its error codes (any string, or the codes its task
+ * declares and the built-in ones).
+ */
+export class TaskHandle<R, C extends string = string> {
   constructor(
     private readonly host: HandleHost,
     /** The task's id. */
@@ -25,8 +28,9 @@ export class TaskHandle<R> {
    * `{ ok: false, error }` with codes such as the handler's own, `WAIT_TIMEOUT` (nothing changed, wait again) or
    * `TASK_NOT_FOUND`. Without `timeoutMs` it waits as long as it takes.
    */
-  result(options: { timeoutMs?: number } = {}): Promise<TaskResult<R>> {
-    return this.host.waitForResult<R>(this.id, options.timeoutMs);
+  result(options: { timeoutMs?: number } = {}): Promise<TaskResult<R, C>> {
+    // The stored code is one the task declared or a built-in one (its errors are checked where they are made).
+    return this.host.waitForResult<R>(this.id, options.timeoutMs) as Promise<TaskResult<R, C>>;
   }
 
   /** Cancels the task: at once if it has not started, through its worker if it runs. */

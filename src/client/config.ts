@@ -12,10 +12,10 @@ import type { ErrorCodeMap } from './policy.js';
 import type { RetryPolicy } from '../retry.js';
 import type { ScheduleConfig } from '../scheduler/declare.js';
 
-/** A queue with settings. */
-export interface QueueConfig {
+/** A queue with settings. `Q` is its name's type (the literal written in `createApp`). */
+export interface QueueConfig<Q extends string = string> {
   /** Lowercase letter first, then a-z, 0-9, `_`, `-`; at most 26 characters (it becomes a NOTIFY channel name). */
-  name: string;
+  name: Q;
   /** How long COMPLETED tasks of this queue are kept, unless their task says otherwise. Default: the app's. */
   retentionMs?: number;
   /** 1–100; workers serve queues with a lower number first. Default 100 (then the order declared). */
@@ -24,8 +24,11 @@ export interface QueueConfig {
   maxConcurrency?: number;
 }
 
-/** Configuration of an {@link App}. Every field is optional. */
-export interface AppConfig {
+/**
+ * Configuration of an {@link App}. Every field is optional. `Q` is the union of the queue names declared in
+ * `queues` (inferred by `createApp`), so that a task or a send naming another queue does not compile.
+ */
+export interface AppConfig<Q extends string = string> {
   /** Connection string. Default: `process.env.DATABASE_URL`. Ignored when `pool` is given. */
   databaseUrl?: string;
   /** An existing `pg` Pool to use; the app never ends it. */
@@ -38,9 +41,9 @@ export interface AppConfig {
    * The queues this app uses, as names or {@link QueueConfig}s. Default `['default']`. Names: lowercase letter
    * first, then a-z, 0-9, `_`, `-`, at most 26 characters (they become NOTIFY channel names).
    */
-  queues?: Array<string | QueueConfig>;
+  queues?: ReadonlyArray<Q | QueueConfig<Q>>;
   /** Queue of tasks that name none. Default: the first of `queues`. */
-  defaultQueue?: string;
+  defaultQueue?: NoInfer<Q>;
   /** Largest task input, in bytes of JSON. Default 1 MiB. */
   maxPayloadBytes?: number;
   /** How often `handle.result()` re-reads awaited tasks without a notification. Default 2,000 ms. */

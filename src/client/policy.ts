@@ -9,8 +9,11 @@ import { errorCodeSchema, retryPolicySchema } from '../retry.js';
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 export type ErrorClass = abstract new (...args: any[]) => Error;
 
-/** Ordered pairs of error class and code; the first class the thrown error is an instance of wins. */
-export type ErrorCodeMap = ReadonlyArray<readonly [ErrorClass, string]>;
+/**
+ * Ordered pairs of error class and code; the first class the thrown error is an instance of wins. `C` is the
+ * codes' type (a task that declares its `errors` may only map to those).
+ */
+export type ErrorCodeMap<C extends string = string> = ReadonlyArray<readonly [ErrorClass, C]>;
 
 const errorCodeMapSchema = z.array(
   z.tuple([

@@ -21,8 +21,8 @@ import type { ConfigProblem, ValidationIssue } from '../errors.js';
 import type { HorsiesMetrics } from '../metrics/Metrics.js';
 import { payloadDigest, toCanonicalJson } from './json.js';
 
-/** Options of one send. */
-export interface SendOptions {
+/** Options of one send. `Q` is the app's queue names (see `createApp`). */
+export interface SendOptions<Q extends string = string> {
   /** Run no sooner than this many milliseconds from now (database clock). */
   delayMs?: number;
   /** Run no sooner than this time. Exclusive with `delayMs`. */
@@ -32,7 +32,7 @@ export interface SendOptions {
   /** 1–100, lower runs first. Default: the task's priority. */
   priority?: number;
   /** Queue to send to. Default: the task's queue. Must be one of the app's queues. */
-  queue?: string;
+  queue?: Q;
   /** Explicit task id (at most 36 characters). Sending the same id again with the same input returns that task. */
   id?: string;
   /** Idempotency key (at most 255 characters): like `id`, but the task still gets a generated id. */
