@@ -894,7 +894,7 @@ export const WorkflowNodeFail = statement<
 >(
   'WorkflowNodeFail',
   `UPDATE {{schema}}.horsies_workflow_tasks
-   SET status = 'FAILED', error_code = $3,
+   SET status = 'FAILED', error_code = $3::text,
        result = jsonb_build_object('err', jsonb_build_object('code', $3::text, 'message', $4::text)),
        completed_at = now(), updated_at = now()
    WHERE node_key = $1 || ':' || $2 AND status = 'READY'

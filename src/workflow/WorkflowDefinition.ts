@@ -404,7 +404,9 @@ function compile(
       'task' in node.target
         ? taskRun(host, node.target.task, o, field, problem)
         : childRun(host, name, node.target.workflow, o, field, problem);
-    const { template, sources } = wire(o.input, `${field}.input`, own, problem);
+    // A subworkflow node of a workflow without parameters needs no input.
+    const input = 'workflow' in node.target ? (o.input ?? null) : o.input;
+    const { template, sources } = wire(input, `${field}.input`, own, problem);
     const dependencies = new Set<number>();
     if (o.waitsFor === undefined) {
       for (const source of sources) dependencies.add(source.index);

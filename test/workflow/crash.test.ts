@@ -69,6 +69,32 @@ describe('a workflow whose worker is killed', () => {
     }
   }, 60_000);
 
+  it('completes a parent whose child workflow loses its worker to SIGKILL while a child node runs', async () => {
+    const first = startWorkerProcess(env, args);
+    await first.ready;
+    // n = 5: the parent's first node gives 10; the child doubles twice (40); the parent adds 1.
+    const handle = await fixture.parentFlow.start({ n: 5, ms: 60_000 });
+    const childId = await eventually(async () => {
+      const [run] = await fixture.app.listWorkflows({ name: 'fixture-child', limit: 10 });
+      return run?.parentId === handle.id ? run.id : undefined;
+    });
+    await eventually(async () => (await taskStatus(childId, 0)) === 'RUNNING');
+    first.child.kill('SIGKILL');
+    await first.exited;
+    const second = startWorkerProcess(env, args);
+    try {
+      expect(await handle.result({ timeoutMs: 30_000 })).toEqual({ ok: true, value: 41 });
+      const child = fixture.app.getWorkflow(childId);
+      expect(await child.info()).toMatchObject({ status: 'COMPLETED', parentId: handle.id, depth: 1 });
+      const [firstTask] = (await child.nodes()).map((n) => n.taskId!);
+      // The run that died is recorded as lost to the crash; the retry completed it.
+      expect(await fixture.app.getTask(firstTask!)).toMatchObject({ status: 'COMPLETED', attemptCount: 2 });
+    } finally {
+      second.child.kill('SIGTERM');
+      await second.exited;
+    }
+  }, 60_000);
+
   it('completes a 202-node workflow with the right result while random workers are killed', async () => {
     const WIDTH = 200;
     const seed = Number(process.env.HORSIES_CHAOS_SEED ?? Date.now() % 1_000_000);
