@@ -462,6 +462,13 @@ export const TaskFinishMany = statement<
   },
 );
 
+/** The options stored with a task at send (its retry policy), read for a workflow node's override. */
+export const TaskOptionsGet = statement<{ id: string }, { task_options: unknown }>(
+  'TaskOptionsGet',
+  `SELECT task_options FROM {{schema}}.horsies_tasks WHERE id = $1`,
+  ({ id }) => [id],
+);
+
 /** One task row by id. */
 export const TaskGet = statement<{ id: string }, TaskRow>(
   'TaskGet',

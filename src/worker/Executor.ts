@@ -20,11 +20,11 @@ import type { TaskContext, TaskDefinition, TaskWorkflowContext } from '../client
 import type { ErrorCodeMap } from '../client/policy.js';
 import { errorEnvelope, okEnvelope } from '../client/outcome.js';
 import type { Database, Queryable } from '../db/Database.js';
-import { TaskStartMany } from '../db/tasks.js';
+import { TaskOptionsGet, TaskStartMany } from '../db/tasks.js';
 import type { ClaimedTaskRow, TaskFinish, TaskFinishRow, TaskStartRow, WorkerIdentity } from '../db/tasks.js';
 import { TaskError } from '../errors.js';
-import { decideRetry } from '../retry.js';
-import type { RandomSource } from '../retry.js';
+import { decideRetry, storedRetryPolicy } from '../retry.js';
+import type { RandomSource, ResolvedRetryPolicy } from '../retry.js';
 import { runHandler } from './runHandler.js';
 import type { Outcome } from './runHandler.js';
 import type { ThreadPool } from './ThreadPool.js';
@@ -245,7 +245,13 @@ export class Executor {
       finish =
         verdict?.kind === 'fenced'
           ? this.toFinish(task, stopOutcome('cancel', timeoutMs), definition, 'cancel')
-          : this.toFinish(task, outcome, definition, typeof first === 'string' ? first : null);
+          : this.toFinish(
+              task,
+              outcome,
+              definition,
+              typeof first === 'string' ? first : null,
+              await this.nodeRetryPolicy(task, outcome),
+            );
     } finally {
       if (timer) clearTimeout(timer);
       this.runs.delete(task.id);
@@ -337,11 +343,22 @@ export class Executor {
     reporter.reportJson(json);
   }
 
+  /**
+   * A workflow node may override its task's retry policy; the override is stored with the task (`task_options`)
+   * and read here, only when a failed run of a node's task has retries to decide.
+   */
+  private async nodeRetryPolicy(task: ClaimedTaskRow, outcome: Outcome): Promise<ResolvedRetryPolicy | null> {
+    if (!(outcome instanceof TaskError) || task.workflow_id === null || task.max_retries === 0) return null;
+    const [row] = await this.db.run(TaskOptionsGet, { id: task.id });
+    return row ? storedRetryPolicy(row.task_options) : null;
+  }
+
   private toFinish(
     task: ClaimedTaskRow,
     outcome: Outcome,
     definition: TaskDefinition<StandardSchemaV1, unknown> | null,
     stopReason: StopReason | null,
+    retryPolicy: ResolvedRetryPolicy | null = null,
   ): TaskFinish {
     const base = {
       id: task.id,
@@ -371,7 +388,7 @@ export class Executor {
     };
     if (stopReason === 'cancel') return { ...failure, status: 'CANCELLED' };
     const decision = decideRetry(
-      definition?.policies.retry,
+      retryPolicy ?? definition?.policies.retry,
       { code: outcome.code, retryCount: task.retry_count, maxRetries: task.max_retries },
       this.options.random,
     );

@@ -217,6 +217,27 @@ describe('results and success', () => {
       error: { code: 'WORKFLOW_FAILED', data: { error: { code: 'FLAKY' } } },
     });
   });
+
+  it("a node's override gives retries to a task that has none, and the worker follows it", async () => {
+    let runs = 0;
+    const once = app.task({
+      name: 'fails-once',
+      input: z.object({ n: z.number() }),
+      handler: ({ n }, ctx) => {
+        runs += 1;
+        if (ctx.attempt === 1) throw new TaskError('UPSTREAM_DOWN', 'first attempt fails');
+        return n;
+      },
+    });
+    const wf = workflow(app, 'retry-added');
+    const f = wf.node(once, {
+      input: { n: 5 },
+      retry: { maxRetries: 2, retryOn: ['UPSTREAM_DOWN'], backoff: 'constant', baseDelayMs: 0 },
+    });
+    const handle = await wf.build({ output: f }).start();
+    expect(await handle.result({ timeoutMs: 10_000 })).toEqual({ ok: true, value: 5 });
+    expect(runs).toBe(2);
+  });
 });
 
 describe('onError', () => {
