@@ -24,6 +24,10 @@ export interface DagNode {
   errorCode: string | null;
   /** The node's task, once it has one. */
   taskId: string | null;
+  /** For a node that runs a whole workflow: that workflow's name (else null or absent). */
+  subworkflow?: string | null;
+  /** For a subworkflow node: the child workflow it started, once it has one. */
+  childWorkflowId?: string | null;
 }
 
 /** A node read by `WorkflowNodeGraph` (its status already RUNNING while its task runs), as the drawings need it. */
@@ -39,7 +43,15 @@ export function dagNode(row: WorkflowNodeGraphRow): DagNode {
     allowFailedDeps: row.allow_failed_deps,
     errorCode: row.error_code,
     taskId: row.task_id,
+    subworkflow: row.subworkflow,
+    childWorkflowId: row.child_workflow_id,
   };
+}
+
+/** What a subworkflow node's line says of its child: the child's id, or that none was started yet. */
+export function childLabel(node: DagNode): string {
+  if (!node.subworkflow) return '';
+  return node.childWorkflowId ?? '(not started)';
 }
 
 /** Options of {@link renderDag}. */
@@ -194,13 +206,16 @@ export function renderDag(nodes: readonly DagNode[], options: RenderOptions = {}
     const members = grouped[depth]!.map((i) => byIndex.get(i)!);
     out.push(`depth ${depth}: ${plural(members.length, 'node')}: ${counts(members.map((n) => n.status))}`);
     if (members.length <= maxPerLayer) {
+      // A layer with subworkflow nodes names their workflow and child run; other layers keep their columns.
+      const nested = members.some((n) => n.subworkflow);
       const table = formatTable(
         members.map((n) => ({
           node: n.id,
-          task: n.task,
+          task: n.subworkflow ? `workflow ${n.subworkflow}` : n.task,
           status: statusLabel(n),
           'waits for': waitsForLabel(n, ids, depthOf, sizes, maxDependencies),
           join: joinLabel(n),
+          ...(nested ? { child: childLabel(n) } : {}),
         })),
       );
       out.push(...table.split('\n').map((line) => `  ${line}`));

@@ -1,9 +1,15 @@
-/** `horsies workflows ...`: list workflow runs and show one with its graph. */
+/**
+ * `horsies workflows ...`: list workflow runs (a run's children with `--parent`), show one with its graph, and
+ * pause, resume, cancel or retry the failed nodes of one, through the app's workflow handles.
+ */
 import { InvalidArgumentError, Option } from 'commander';
 import type { Command } from 'commander';
-import { WorkflowGet, WorkflowList, WorkflowNodeGraph } from '../db/workflows.js';
+import type { App } from '../client/App.js';
+import { loadApp } from '../client/loadApp.js';
+import { WorkflowGet, WorkflowList, WorkflowListChildren, WorkflowNodeGraph } from '../db/workflows.js';
 import type { WorkflowRow, WorkflowStatus } from '../db/workflows.js';
 import { HorsiesError } from '../errors.js';
+import type { WorkflowInfo } from '../workflow/WorkflowHandle.js';
 import { dagNode, renderDag } from './dag.js';
 import { formatTable } from './format.js';
 import { withApp, withConnection } from './shared.js';
@@ -48,6 +54,10 @@ function toJson(row: WorkflowRow): Record<string, unknown> {
     errorCode: row.error_code,
     result: row.result,
     params: row.params,
+    parentId: row.parent_workflow_id,
+    parentNodeIndex: row.parent_node_index,
+    rootId: row.root_workflow_id,
+    depth: row.depth,
     sentAt: row.sent_at,
     startedAt: row.started_at,
     completedAt: row.completed_at,
@@ -68,16 +78,18 @@ function duration(from: Date | null, to: Date | null): string {
   return ms < 10_000 ? ` (${ms} ms)` : ` (${(ms / 1000).toFixed(1)} s)`;
 }
 
-/** The workflow's own lines above its graph. */
-function describeWorkflow(row: WorkflowRow): string[] {
-  const lines = [
-    `workflow  ${row.id}`,
-    `name      ${row.name}`,
-    `status    ${row.status}`,
+/** The workflow's own lines above its graph; `parentNode` names the node of the parent that runs a child. */
+function describeWorkflow(row: WorkflowRow, parentNode: string | null): string[] {
+  const lines = [`workflow  ${row.id}`, `name      ${row.name}`, `status    ${row.status}`];
+  if (row.parent_workflow_id !== null) {
+    lines.push(`parent    ${row.parent_workflow_id} (node ${parentNode ?? `#${row.parent_node_index}`})`);
+    lines.push(`root      ${row.root_workflow_id} (depth ${row.depth})`);
+  }
+  lines.push(
     `nodes     ${row.nodes_terminal}/${row.nodes_total} terminal`,
     `on error  ${row.on_error}`,
     `sent      ${row.sent_at.toISOString()}`,
-  ];
+  );
   if (row.started_at) lines.push(`started   ${row.started_at.toISOString()}`);
   if (row.completed_at) {
     lines.push(`completed ${row.completed_at.toISOString()}${duration(row.started_at, row.completed_at)}`);
@@ -97,9 +109,262 @@ function describeWorkflow(row: WorkflowRow): string[] {
   return lines;
 }
 
-/** Adds `workflows list|show` to the program. */
+/** A control command of `horsies workflows`. */
+type Operation = 'pause' | 'resume' | 'cancel' | 'retry-failed';
+
+/** What a control command did, as `--json` prints it. */
+interface ControlReport {
+  id: string;
+  operation: Operation;
+  /**
+   * True when the workflow is (now) where the command puts it: changed by it, or already there (pause of a
+   * PAUSED run, resume of a RUNNING one, cancel of a CANCELLED one). False when the command does not apply to
+   * the run's status; the command then exits 1.
+   */
+  applied: boolean;
+  /** The workflow's status afterwards. */
+  status: WorkflowStatus;
+  /** The workflows it changed: the one named first, then the child workflows that followed. */
+  changed: string[];
+  tasksCancelled?: number;
+  tasksStopping?: number;
+  reopened?: number;
+  /** Subworkflow nodes READY without their child run (no definition of the child known to this command). */
+  waitingForChild: { workflowId: string; node: string; workflow: string }[];
+  /** What happened, in words. */
+  message: string;
+}
+
+/** Child workflows named in a report before the rest are counted. */
+const CHILDREN_SHOWN = 20;
+
+function plural(n: number, word: string): string {
+  return `${n.toLocaleString('en-US')} ${word}${n === 1 ? '' : 's'}`;
+}
+
+/** `CHANGED workflow <id> (<name>)` and what happened to the run itself, or why nothing did. */
+function describeOutcome(
+  operation: Operation,
+  id: string,
+  name: string,
+  status: WorkflowStatus,
+  changedIt: boolean,
+  extra: { tasksCancelled?: number; tasksStopping?: number; reopened?: number },
+): { applied: boolean; lines: string[] } {
+  const run = `workflow ${id} (${name})`;
+  const terminal = status === 'COMPLETED' || status === 'FAILED' || status === 'CANCELLED';
+  switch (operation) {
+    case 'pause':
+      if (changedIt)
+        return {
+          applied: true,
+          lines: [
+            `paused ${run}`,
+            'running tasks finish and keep their results; tasks that had not started wait for resume',
+          ],
+        };
+      if (status === 'PAUSED') return { applied: true, lines: [`${run} is already PAUSED; nothing changed`] };
+      return {
+        applied: false,
+        lines: [`${run} is ${status}: only a RUNNING workflow can be paused; nothing changed`],
+      };
+    case 'resume':
+      if (changedIt)
+        return {
+          applied: true,
+          lines: [
+            terminal
+              ? `resumed ${run}: nothing was left to run, it ended ${status}`
+              : `resumed ${run}: ${status}, every node whose dependencies are met is enqueued`,
+          ],
+        };
+      if (status === 'RUNNING')
+        return { applied: true, lines: [`${run} is already RUNNING; nothing changed`] };
+      return {
+        applied: false,
+        lines: [`${run} is ${status}: only a PAUSED workflow can be resumed; nothing changed`],
+      };
+    case 'cancel':
+      if (changedIt) {
+        const cancelled = extra.tasksCancelled ?? 0;
+        const stopping = extra.tasksStopping ?? 0;
+        const lines = [`cancelled ${run}; every node that had not started is SKIPPED`];
+        lines.push(
+          `tasks: ${plural(cancelled, 'task')} cancelled before ${cancelled === 1 ? 'it' : 'they'} started, ` +
+            `${plural(stopping, 'running task')} asked to stop` +
+            (stopping > 0 ? ' (a run that still returns keeps its result on its node)' : ''),
+        );
+        return { applied: true, lines };
+      }
+      if (status === 'CANCELLED')
+        return { applied: true, lines: [`${run} is already CANCELLED; nothing changed`] };
+      return {
+        applied: false,
+        lines: [`${run} already ended ${status}: it cannot be cancelled; nothing changed`],
+      };
+    case 'retry-failed':
+      if (changedIt) {
+        const reopened = extra.reopened ?? 0;
+        return {
+          applied: true,
+          lines: [
+            reopened === 0
+              ? `${run} had no failed node: it is ${status} again`
+              : `retrying ${run}: ${plural(reopened, 'node')} reopened (its failed nodes and the nodes ` +
+                `skipped after them); it is ${status}`,
+          ],
+        };
+      }
+      return {
+        applied: false,
+        lines: [
+          `${run} is ${status}: only a FAILED or PAUSED workflow's failed nodes can be run again; nothing changed`,
+        ],
+      };
+  }
+}
+
+/** Runs `fn` with the app of `--app` (its database, and the workflows it defines), else on the connection options. */
+async function withControlApp<T>(
+  options: ConnectionOptions & { app?: string; export?: string },
+  fn: (app: App) => Promise<T>,
+): Promise<T> {
+  if (!options.app) return withApp(options, fn);
+  const app = await loadApp(options.app, options.export);
+  try {
+    return await fn(app);
+  } finally {
+    await app.close();
+  }
+}
+
+/** Runs one control command on workflow `id` and reports it; an unknown id is an error. */
+async function control(
+  app: App,
+  operation: Operation,
+  id: string,
+  knowsChildren: boolean,
+): Promise<ControlReport> {
+  const handle = app.getWorkflow(id);
+  const before = await handle.info();
+  if (!before) throw notFound(id);
+  let result: { status: WorkflowStatus | null; changed: string[] } & {
+    tasksCancelled?: number;
+    tasksStopping?: number;
+    reopened?: number;
+  };
+  if (operation === 'pause') result = await handle.pause();
+  else if (operation === 'resume') result = await handle.resume();
+  else if (operation === 'cancel') result = await handle.cancel();
+  else result = await handle.retryFailed();
+  // Gone between the read and the operation (pruned by retention): as unknown as never there.
+  if (result.status === null) throw notFound(id);
+  const extra = {
+    tasksCancelled: result.tasksCancelled,
+    tasksStopping: result.tasksStopping,
+    reopened: result.reopened,
+  };
+  const { applied, lines } = describeOutcome(
+    operation,
+    id,
+    before.name,
+    result.status,
+    result.changed.includes(id),
+    extra,
+  );
+  const children = result.changed.filter((c) => c !== id);
+  if (children.length > 0) {
+    const verb = { pause: 'paused', resume: 'resumed', cancel: 'cancelled', 'retry-failed': 'changed' }[
+      operation
+    ];
+    lines.push(`${verb} with it: ${plural(children.length, 'child workflow')}`);
+    const infos = await Promise.all(children.slice(0, CHILDREN_SHOWN).map((c) => app.getWorkflow(c).info()));
+    const rows = children.slice(0, CHILDREN_SHOWN).map((c, i) => {
+      const info: WorkflowInfo | null = infos[i] ?? null;
+      return {
+        id: c,
+        name: info?.name ?? '',
+        status: info?.status ?? 'gone',
+        depth: String(info?.depth ?? ''),
+      };
+    });
+    lines.push(
+      ...formatTable(rows)
+        .split('\n')
+        .map((l) => `  ${l}`),
+    );
+    if (children.length > CHILDREN_SHOWN) {
+      lines.push(
+        `  and ${(children.length - CHILDREN_SHOWN).toLocaleString('en-US')} more (--json lists all)`,
+      );
+    }
+  }
+  // Subworkflow nodes a resume, a retry or a parent's step made READY, whose child this command could not start.
+  const waitingForChild: ControlReport['waitingForChild'] = [];
+  if (!knowsChildren && operation !== 'pause') {
+    const looked = [...result.changed.slice(0, CHILDREN_SHOWN + 1)];
+    if (operation === 'cancel' && before.parentId) looked.push(before.parentId);
+    for (const workflowId of looked) {
+      const nodes = await app.db.run(WorkflowNodeGraph, { workflowId });
+      for (const n of nodes) {
+        if (n.subworkflow && n.status === 'READY' && n.child_workflow_id === null) {
+          waitingForChild.push({ workflowId, node: n.node_id, workflow: n.subworkflow });
+        }
+      }
+    }
+    if (waitingForChild.length > 0) {
+      const names = [...new Set(waitingForChild.map((w) => `"${w.workflow}"`))].join(', ');
+      lines.push(
+        `note: ${plural(waitingForChild.length, 'subworkflow node')} READY without ${waitingForChild.length === 1 ? 'its' : 'their'} ` +
+          `child run (workflow ${names}): a worker of the app that defines it starts the child in its recovery ` +
+          'pass; or run this command with --app <module> to start it now',
+      );
+    }
+  }
+  return {
+    id,
+    operation,
+    applied,
+    status: result.status,
+    changed: result.changed,
+    ...(operation === 'cancel'
+      ? { tasksCancelled: result.tasksCancelled ?? 0, tasksStopping: result.tasksStopping ?? 0 }
+      : {}),
+    ...(operation === 'retry-failed' ? { reopened: result.reopened ?? 0 } : {}),
+    waitingForChild,
+    message: lines.join('\n'),
+  };
+}
+
+const CONTROL: readonly { operation: Operation; description: string; startsChildren: boolean }[] = [
+  {
+    operation: 'pause',
+    description:
+      'pause a RUNNING workflow and its running child workflows: running tasks finish, nothing new starts',
+    startsChildren: false,
+  },
+  {
+    operation: 'resume',
+    description: 'resume a PAUSED workflow and its paused child workflows: what is ready runs again',
+    startsChildren: true,
+  },
+  {
+    operation: 'cancel',
+    description:
+      'cancel a workflow and every live child workflow: tasks not started cancelled, running ones asked to stop',
+    startsChildren: true,
+  },
+  {
+    operation: 'retry-failed',
+    description:
+      'run the failed nodes of a FAILED or PAUSED workflow again, with the nodes skipped after them',
+    startsChildren: true,
+  },
+];
+
+/** Adds `workflows list|show|pause|resume|cancel|retry-failed` to the program. */
 export function addWorkflowCommands(program: Command): void {
-  const workflows = program.command('workflows').description('inspect workflow runs');
+  const workflows = program.command('workflows').description('inspect and control workflow runs');
 
   withConnection(workflows.command('list'))
     .description('list workflow runs, newest first')
@@ -107,6 +372,7 @@ export function addWorkflowCommands(program: Command): void {
       new Option('--status <status>', `only this status (${WORKFLOW_STATUSES.join(', ')})`).argParser(status),
     )
     .option('--name <name>', 'workflow name')
+    .option('--parent <id>', 'only the child workflows of this run (started by its subworkflow nodes)')
     .option('--before <id>', 'the page after this workflow (the last id of the previous page)')
     .addOption(new Option('--limit <n>', 'most rows').argParser(positiveInt).default(50))
     .option('--json', 'print JSON lines instead of a table')
@@ -115,6 +381,7 @@ export function addWorkflowCommands(program: Command): void {
         options: ConnectionOptions & {
           status?: WorkflowStatus;
           name?: string;
+          parent?: string;
           before?: string;
           limit: number;
           json?: boolean;
@@ -127,12 +394,20 @@ export function addWorkflowCommands(program: Command): void {
             if (!anchor) throw notFound(options.before);
             before = { sentAt: anchor.sent_at, id: anchor.id };
           }
-          const rows = await app.db.run(WorkflowList, {
+          const filter = {
             status: options.status ?? null,
             name: options.name ?? null,
             before,
             limit: options.limit,
-          });
+          };
+          let rows: WorkflowRow[];
+          if (options.parent !== undefined) {
+            const [parent] = await app.db.run(WorkflowGet, { id: options.parent });
+            if (!parent) throw notFound(options.parent);
+            rows = await app.db.run(WorkflowListChildren, { parentId: parent.id, ...filter });
+          } else {
+            rows = await app.db.run(WorkflowList, filter);
+          }
           if (options.json) {
             for (const row of rows) console.log(JSON.stringify(toJson(row)));
             return;
@@ -141,6 +416,8 @@ export function addWorkflowCommands(program: Command): void {
             console.log('no workflows match');
             return;
           }
+          // Child workflows say where they hang; a page of root runs keeps the short table.
+          const nested = rows.some((w) => w.parent_workflow_id !== null);
           console.log(
             formatTable(
               rows.map((w) => ({
@@ -151,6 +428,7 @@ export function addWorkflowCommands(program: Command): void {
                 sent: w.sent_at.toISOString(),
                 completed: w.completed_at?.toISOString() ?? '',
                 error: w.error_code ?? '',
+                ...(nested ? { depth: String(w.depth), parent: w.parent_workflow_id ?? '' } : {}),
               })),
             ),
           );
@@ -186,14 +464,51 @@ export function addWorkflowCommands(program: Command): void {
             console.log(JSON.stringify({ ...toJson(row), nodes }, null, 2));
             return;
           }
-          console.log(
-            [
-              ...describeWorkflow(row),
-              '',
-              renderDag(nodes, { maxPerLayer: options.maxPerLayer, maxLayers: options.maxLayers }),
-            ].join('\n'),
-          );
+          let parentNode: string | null = null;
+          if (row.parent_workflow_id !== null) {
+            const siblings = await app.db.run(WorkflowNodeGraph, { workflowId: row.parent_workflow_id });
+            parentNode = siblings.find((n) => n.node_index === row.parent_node_index)?.node_id ?? null;
+          }
+          const lines = [
+            ...describeWorkflow(row, parentNode),
+            '',
+            renderDag(nodes, { maxPerLayer: options.maxPerLayer, maxLayers: options.maxLayers }),
+          ];
+          if (nodes.some((n) => n.subworkflow)) {
+            lines.push('', `child workflows: horsies workflows list --parent ${row.id}`);
+          }
+          console.log(lines.join('\n'));
         });
       },
     );
+
+  for (const { operation, description, startsChildren } of CONTROL) {
+    const command = withConnection(workflows.command(operation))
+      .description(description)
+      .argument('<id>', 'workflow id')
+      .option('--json', 'print what happened as one JSON object');
+    if (startsChildren) {
+      command
+        .option(
+          '--app <module>',
+          'file that exports the app: its database, and the workflows its subworkflow nodes start',
+        )
+        .option('--export <name>', 'name of the export that holds the app');
+    }
+    command.action(
+      async (id: string, options: ConnectionOptions & { json?: boolean; app?: string; export?: string }) => {
+        await withControlApp(options, async (app) => {
+          const report = await control(app, operation, id, options.app !== undefined);
+          if (options.json) {
+            console.log(JSON.stringify(report));
+          } else if (report.applied) {
+            console.log(report.message);
+          } else {
+            console.error(`horsies: ${report.message}`);
+          }
+          if (!report.applied) process.exitCode = 1;
+        });
+      },
+    );
+  }
 }

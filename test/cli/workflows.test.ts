@@ -1,4 +1,8 @@
-/** `horsies workflows list|show`, run as real processes against workflows run by an in-process worker. */
+/**
+ * `horsies workflows list|show|pause|resume|cancel|retry-failed`, run as real processes against workflows run by
+ * an in-process worker. Tasks on the `held` queue are served by no worker unless a test starts one, so their
+ * workflows stay where a test puts them.
+ */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { TaskError } from '../../src/errors.js';
@@ -6,10 +10,10 @@ import { createWorker } from '../../src/worker/Worker.js';
 import { workflow } from '../../src/workflow/WorkflowDefinition.js';
 import { runCli } from '../support/cli.js';
 import type { CliResult } from '../support/cli.js';
-import { databaseUrl, useTestSchema } from '../support/db.js';
+import { databaseUrl, eventually, useTestSchema } from '../support/db.js';
 
 const t = await useTestSchema();
-const app = t.app();
+const app = t.app({ queues: [{ name: 'default' }, { name: 'held' }] });
 
 function cli(...args: string[]): Promise<CliResult> {
   return runCli([...args, '--schema', t.schema], { DATABASE_URL: databaseUrl() });
@@ -45,7 +49,7 @@ const gate = app.task({
   handler: () => new Promise<number>((resolve) => (release = () => resolve(1))),
 });
 
-const worker = createWorker(app, { concurrency: 4, pollIntervalMs: 200 });
+const worker = createWorker(app, { concurrency: 4, pollIntervalMs: 200, queues: ['default'] });
 beforeAll(() => worker.start());
 afterAll(() => worker.stop());
 
@@ -243,5 +247,405 @@ describe('horsies workflows list', () => {
     const missing = await cli('workflows', 'list', '--before', 'nowhere');
     expect(missing.code).toBe(1);
     expect(missing.stderr).toContain('horsies: no workflow with id nowhere');
+  });
+});
+
+// Control: tasks on `held` wait for a worker that serves that queue.
+const step = app.task({
+  name: 'cli.ctl.step',
+  queue: 'held',
+  input: z.object({ n: z.number() }),
+  handler: ({ n }) => n * 10,
+});
+
+/**
+ * A gate per key: a task that waits on one runs until the test opens it, or until it is asked to stop, when it
+ * returns its number negated.
+ */
+const gates = new Map<string, () => void>();
+const opened = new Map<string, Promise<void>>();
+function gateFor(key: string): Promise<void> {
+  let p = opened.get(key);
+  if (!p) {
+    p = new Promise<void>((resolve) => gates.set(key, resolve));
+    opened.set(key, p);
+  }
+  return p;
+}
+function open(key: string): void {
+  void gateFor(key);
+  gates.get(key)!();
+}
+const waitOn = app.task({
+  name: 'cli.ctl.wait',
+  input: z.object({ key: z.string(), n: z.number() }),
+  handler: async ({ key, n }, ctx) => {
+    await Promise.race([
+      gateFor(key),
+      new Promise((resolve) => ctx.signal.addEventListener('abort', resolve, { once: true })),
+    ]);
+    return ctx.signal.aborted ? -n : n;
+  },
+});
+let flakyBroken = true;
+const flaky = app.task({
+  name: 'cli.ctl.flaky',
+  input: z.object({ n: z.number() }),
+  handler: ({ n }): number => {
+    if (flakyBroken) throw new TaskError('FLAKY', 'broken until the test mends it');
+    return n;
+  },
+});
+
+const child = (() => {
+  const wf = workflow(app, 'cli.ctl.child', { params: z.object({ n: z.number() }) });
+  const a = wf.node(step, { id: 'c-a', input: { n: wf.params.n } });
+  const b = wf.node(step, { id: 'c-b', input: { n: a.result } });
+  return wf.build({ output: b });
+})();
+
+const parent = (() => {
+  const wf = workflow(app, 'cli.ctl.parent');
+  wf.node(step, { id: 'first', input: { n: 1 } });
+  const sub = wf.node(child, { id: 'sub', input: { n: 2 } });
+  const last = wf.node(step, { id: 'last', input: { n: sub.result } });
+  return wf.build({ output: last });
+})();
+
+async function nodeStatuses(workflowId: string): Promise<Record<string, string>> {
+  const rows = await t.query<{ node_id: string; status: string }>(
+    'SELECT node_id, status FROM {{schema}}.horsies_workflow_tasks WHERE workflow_id = $1 ORDER BY node_index',
+    [workflowId],
+  );
+  return Object.fromEntries(rows.map((r) => [r.node_id, r.status]));
+}
+
+async function workflowStatus(id: string): Promise<string | undefined> {
+  const [row] = await t.query<{ status: string }>(
+    'SELECT status FROM {{schema}}.horsies_workflows WHERE id = $1',
+    [id],
+  );
+  return row?.status;
+}
+
+async function taskStatuses(workflowIds: string[]): Promise<string[]> {
+  const rows = await t.query<{ status: string }>(
+    'SELECT status FROM {{schema}}.horsies_tasks WHERE workflow_id = ANY ($1) ORDER BY status',
+    [workflowIds],
+  );
+  return rows.map((r) => r.status);
+}
+
+/** The child run a parent's `sub` node started, as `list --parent --json` finds it. */
+async function childOf(
+  parentId: string,
+): Promise<{ id: string; parentId: string; rootId: string; depth: number }> {
+  const run = await cli('workflows', 'list', '--parent', parentId, '--json');
+  expect(run.code, run.stderr).toBe(0);
+  const rows = run.stdout
+    .trim()
+    .split('\n')
+    .map(
+      (l) => JSON.parse(l) as { id: string; name: string; parentId: string; rootId: string; depth: number },
+    );
+  expect(rows).toHaveLength(1);
+  expect(rows[0]).toMatchObject({ name: 'cli.ctl.child', parentId, rootId: parentId, depth: 1 });
+  return rows[0]!;
+}
+
+interface Report {
+  id: string;
+  operation: string;
+  applied: boolean;
+  status: string;
+  changed: string[];
+  tasksCancelled?: number;
+  tasksStopping?: number;
+  reopened?: number;
+  waitingForChild: { workflowId: string; node: string; workflow: string }[];
+  message: string;
+}
+
+describe('horsies workflows pause and resume', () => {
+  it('pauses a workflow whose tasks no worker runs yet, with its child, and resumes both; the run then completes', async () => {
+    const handle = await parent.start();
+    const sub = await childOf(handle.id);
+    expect(await taskStatuses([handle.id, sub.id])).toEqual(['PENDING', 'PENDING']);
+
+    const paused = await cli('workflows', 'pause', handle.id);
+    expect(paused.code, paused.stderr).toBe(0);
+    const lines = paused.stdout.split('\n');
+    expect(lines[0]).toBe(`paused workflow ${handle.id} (cli.ctl.parent)`);
+    expect(paused.stdout).toContain(
+      'running tasks finish and keep their results; tasks that had not started wait for resume',
+    );
+    expect(paused.stdout).toContain('paused with it: 1 child workflow');
+    expect(lines).toContainEqual(
+      expect.stringMatching(new RegExp(`^ {2}${sub.id}\\s+cli\\.ctl\\.child\\s+PAUSED\\s+1$`)),
+    );
+    expect(await workflowStatus(handle.id)).toBe('PAUSED');
+    expect(await workflowStatus(sub.id)).toBe('PAUSED');
+    // The tasks that never ran are given back: no task row is left, their nodes wait READY.
+    expect(await taskStatuses([handle.id, sub.id])).toEqual([]);
+    expect(await nodeStatuses(handle.id)).toEqual({ first: 'READY', sub: 'RUNNING', last: 'PENDING' });
+    expect(await nodeStatuses(sub.id)).toEqual({ 'c-a': 'READY', 'c-b': 'PENDING' });
+
+    const again = await cli('workflows', 'pause', handle.id);
+    expect(again.code, again.stderr).toBe(0);
+    expect(again.stdout.trim()).toBe(
+      `workflow ${handle.id} (cli.ctl.parent) is already PAUSED; nothing changed`,
+    );
+
+    const resumed = await cli('workflows', 'resume', handle.id, '--json');
+    expect(resumed.code, resumed.stderr).toBe(0);
+    const report = JSON.parse(resumed.stdout) as Report;
+    expect(report).toMatchObject({ id: handle.id, operation: 'resume', applied: true, status: 'RUNNING' });
+    expect(report.changed[0]).toBe(handle.id);
+    expect(new Set(report.changed)).toEqual(new Set([handle.id, sub.id]));
+    expect(report.waitingForChild).toEqual([]);
+    expect(report.message).toContain(`resumed workflow ${handle.id} (cli.ctl.parent): RUNNING`);
+    expect(await workflowStatus(sub.id)).toBe('RUNNING');
+    expect(await nodeStatuses(handle.id)).toMatchObject({ first: 'ENQUEUED', sub: 'RUNNING' });
+    expect(await nodeStatuses(sub.id)).toMatchObject({ 'c-a': 'ENQUEUED' });
+    expect(await taskStatuses([handle.id, sub.id])).toEqual(['PENDING', 'PENDING']);
+
+    const running = await cli('workflows', 'resume', handle.id);
+    expect(running.code, running.stderr).toBe(0);
+    expect(running.stdout.trim()).toBe(
+      `workflow ${handle.id} (cli.ctl.parent) is already RUNNING; nothing changed`,
+    );
+
+    // A worker for the held queue now runs everything, as if there had been no pause.
+    const heldWorker = createWorker(app, { concurrency: 2, pollIntervalMs: 100, queues: ['held'] });
+    await heldWorker.start();
+    try {
+      expect(await handle.result({ timeoutMs: 15_000 })).toEqual({ ok: true, value: 2_000 });
+    } finally {
+      await heldWorker.stop();
+    }
+    const tasks = await t.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM {{schema}}.horsies_tasks WHERE workflow_id = ANY ($1) AND status = 'COMPLETED'`,
+      [[handle.id, sub.id]],
+    );
+    expect(tasks[0]!.n).toBe(4);
+  });
+
+  it('refuses to pause a finished workflow: the message on stderr, exit 1, nothing changed', async () => {
+    const done = await diamond.start({ url: 'a b' });
+    await done.result({ timeoutMs: 10_000 });
+    const run = await cli('workflows', 'pause', done.id);
+    expect(run.code).toBe(1);
+    expect(run.stdout).toBe('');
+    expect(run.stderr.trim()).toBe(
+      `horsies: workflow ${done.id} (cli.diamond) is COMPLETED: only a RUNNING workflow can be paused; nothing changed`,
+    );
+    const json = await cli('workflows', 'resume', done.id, '--json');
+    expect(json.code).toBe(1);
+    expect(JSON.parse(json.stdout)).toMatchObject({
+      applied: false,
+      status: 'COMPLETED',
+      changed: [],
+      message: `workflow ${done.id} (cli.diamond) is COMPLETED: only a PAUSED workflow can be resumed; nothing changed`,
+    });
+    expect(await workflowStatus(done.id)).toBe('COMPLETED');
+  });
+
+  it('says which subworkflow nodes a resume left READY because it does not know their workflow', async () => {
+    const wf = workflow(app, 'cli.ctl.later');
+    const gateNode = wf.node(waitOn, { id: 'gate', input: { key: 'later', n: 5 } });
+    wf.node(child, { id: 'sub-later', input: { n: gateNode.result } });
+    const handle = await wf.build().start();
+    await eventually(
+      async () =>
+        (await nodeStatuses(handle.id)).gate === 'ENQUEUED' &&
+        (await taskStatuses([handle.id]))[0] === 'RUNNING',
+    );
+    const paused = await cli('workflows', 'pause', handle.id);
+    expect(paused.code, paused.stderr).toBe(0);
+    // The running task finishes while the workflow is paused: its node completes, nothing after it starts.
+    open('later');
+    await eventually(async () => (await nodeStatuses(handle.id)).gate === 'COMPLETED');
+    expect(await nodeStatuses(handle.id)).toEqual({ gate: 'COMPLETED', 'sub-later': 'PENDING' });
+
+    const resumed = await cli('workflows', 'resume', handle.id);
+    expect(resumed.code, resumed.stderr).toBe(0);
+    expect(resumed.stdout).toContain(`resumed workflow ${handle.id} (cli.ctl.later): RUNNING`);
+    expect(resumed.stdout).toContain(
+      'note: 1 subworkflow node READY without its child run (workflow "cli.ctl.child"): a worker of the app that ' +
+        'defines it starts the child in its recovery pass; or run this command with --app <module> to start it now',
+    );
+    expect(await nodeStatuses(handle.id)).toEqual({ gate: 'COMPLETED', 'sub-later': 'READY' });
+    // Leave nothing running behind: cancel it (a READY subworkflow node is skipped).
+    const cancelled = await cli('workflows', 'cancel', handle.id, '--json');
+    expect(cancelled.code, cancelled.stderr).toBe(0);
+    expect(await nodeStatuses(handle.id)).toEqual({ gate: 'COMPLETED', 'sub-later': 'SKIPPED' });
+  });
+});
+
+describe('horsies workflows cancel', () => {
+  it('cancels a workflow and its child: tasks not started cancelled, every open node skipped', async () => {
+    const handle = await parent.start();
+    const sub = await childOf(handle.id);
+
+    // Where the child hangs: `show` of the child names its parent node and root; the parent's graph names the child.
+    const shownChild = await cli('workflows', 'show', sub.id);
+    expect(shownChild.code, shownChild.stderr).toBe(0);
+    expect(shownChild.stdout).toContain(`parent    ${handle.id} (node sub)`);
+    expect(shownChild.stdout).toContain(`root      ${handle.id} (depth 1)`);
+    const shownParent = await cli('workflows', 'show', handle.id);
+    expect(shownParent.code, shownParent.stderr).toBe(0);
+    expect(shownParent.stdout.split('\n')).toContainEqual(
+      expect.stringMatching(new RegExp(`^ {2}sub\\s+workflow cli\\.ctl\\.child\\s+RUNNING\\s+${sub.id}$`)),
+    );
+    expect(shownParent.stdout).toContain(`child workflows: horsies workflows list --parent ${handle.id}`);
+    expect(shownParent.stdout).not.toContain('parent    ');
+    const table = await cli('workflows', 'list', '--parent', handle.id);
+    expect(table.code, table.stderr).toBe(0);
+    const tableLines = table.stdout.trim().split('\n');
+    expect(tableLines[0]).toMatch(/^id\s+name\s+status\s+nodes\s+sent\s+completed\s+error\s+depth\s+parent$/);
+    expect(tableLines[2]).toMatch(
+      new RegExp(`^${sub.id}\\s+cli\\.ctl\\.child\\s+RUNNING\\s+0/2\\s.*\\s1\\s+${handle.id}$`),
+    );
+
+    const run = await cli('workflows', 'cancel', handle.id);
+    expect(run.code, run.stderr).toBe(0);
+    const lines = run.stdout.split('\n');
+    expect(lines[0]).toBe(
+      `cancelled workflow ${handle.id} (cli.ctl.parent); every node that had not started is SKIPPED`,
+    );
+    expect(lines[1]).toBe('tasks: 2 tasks cancelled before they started, 0 running tasks asked to stop');
+    expect(run.stdout).toContain('cancelled with it: 1 child workflow');
+    expect(lines).toContainEqual(
+      expect.stringMatching(new RegExp(`^ {2}${sub.id}\\s+cli\\.ctl\\.child\\s+CANCELLED\\s+1$`)),
+    );
+    expect(await workflowStatus(handle.id)).toBe('CANCELLED');
+    expect(await workflowStatus(sub.id)).toBe('CANCELLED');
+    expect(await taskStatuses([handle.id, sub.id])).toEqual(['CANCELLED', 'CANCELLED']);
+    expect(await nodeStatuses(handle.id)).toEqual({ first: 'SKIPPED', sub: 'SKIPPED', last: 'SKIPPED' });
+    expect(await nodeStatuses(sub.id)).toEqual({ 'c-a': 'SKIPPED', 'c-b': 'SKIPPED' });
+    expect(await handle.result({ timeoutMs: 1_000 })).toMatchObject({
+      ok: false,
+      error: { code: 'WORKFLOW_CANCELLED' },
+    });
+
+    const again = await cli('workflows', 'cancel', handle.id);
+    expect(again.code, again.stderr).toBe(0);
+    expect(again.stdout.trim()).toBe(
+      `workflow ${handle.id} (cli.ctl.parent) is already CANCELLED; nothing changed`,
+    );
+    const resume = await cli('workflows', 'resume', handle.id);
+    expect(resume.code).toBe(1);
+    expect(resume.stderr.trim()).toBe(
+      `horsies: workflow ${handle.id} (cli.ctl.parent) is CANCELLED: only a PAUSED workflow can be resumed; nothing changed`,
+    );
+  });
+
+  it('asks a running task to stop; the run that still returns keeps its result on its node', async () => {
+    const wf = workflow(app, 'cli.ctl.running');
+    const held = wf.node(waitOn, { id: 'held', input: { key: 'cancel-running', n: 7 } });
+    wf.node(step, { id: 'next', input: { n: held.result } });
+    const handle = await wf.build().start();
+    await eventually(async () => (await taskStatuses([handle.id]))[0] === 'RUNNING');
+    const run = await cli('workflows', 'cancel', handle.id, '--json');
+    expect(run.code, run.stderr).toBe(0);
+    const report = JSON.parse(run.stdout) as Report;
+    expect(report).toMatchObject({
+      operation: 'cancel',
+      applied: true,
+      status: 'CANCELLED',
+      changed: [handle.id],
+      tasksCancelled: 0,
+      tasksStopping: 1,
+    });
+    expect(report.message).toContain(
+      'tasks: 0 tasks cancelled before they started, 1 running task asked to stop (a run that still returns keeps its result on its node)',
+    );
+    // The task was asked to stop (its AbortSignal fired) and the workflow's nodes all ended.
+    await eventually(async () => (await nodeStatuses(handle.id)).held !== 'ENQUEUED');
+    const [task] = await t.query<{ cancel_requested_at: Date | null }>(
+      'SELECT cancel_requested_at FROM {{schema}}.horsies_tasks WHERE workflow_id = $1',
+      [handle.id],
+    );
+    expect(task!.cancel_requested_at).not.toBeNull();
+    expect((await nodeStatuses(handle.id)).next).toBe('SKIPPED');
+
+    const finished = await diamond.start({ url: 'done' });
+    await finished.result({ timeoutMs: 10_000 });
+    const late = await cli('workflows', 'cancel', finished.id);
+    expect(late.code).toBe(1);
+    expect(late.stderr.trim()).toBe(
+      `horsies: workflow ${finished.id} (cli.diamond) already ended COMPLETED: it cannot be cancelled; nothing changed`,
+    );
+  });
+});
+
+describe('horsies workflows retry-failed', () => {
+  it('runs the failed node and the node skipped after it again; the workflow then completes', async () => {
+    flakyBroken = true;
+    const wf = workflow(app, 'cli.ctl.retry');
+    const ok = wf.node(count, { id: 'ok', input: { text: 'one two' } });
+    const bad = wf.node(flaky, { id: 'flaky', input: { n: 40 } });
+    const total = wf.node(sum, { id: 'total', input: { values: [ok.result, bad.result] } });
+    const handle = await wf.build({ output: total }).start();
+    expect(await handle.result({ timeoutMs: 10_000 })).toMatchObject({
+      ok: false,
+      error: { code: 'WORKFLOW_FAILED' },
+    });
+    expect(await nodeStatuses(handle.id)).toEqual({ ok: 'COMPLETED', flaky: 'FAILED', total: 'SKIPPED' });
+
+    flakyBroken = false;
+    const run = await cli('workflows', 'retry-failed', handle.id);
+    expect(run.code, run.stderr).toBe(0);
+    expect(run.stdout.trim()).toBe(
+      `retrying workflow ${handle.id} (cli.ctl.retry): 2 nodes reopened (its failed nodes and the nodes skipped after them); it is RUNNING`,
+    );
+    await eventually(async () => (await workflowStatus(handle.id)) === 'COMPLETED');
+    expect(await handle.result({ timeoutMs: 10_000 })).toEqual({ ok: true, value: 42 });
+    expect(await nodeStatuses(handle.id)).toEqual({
+      ok: 'COMPLETED',
+      flaky: 'COMPLETED',
+      total: 'COMPLETED',
+    });
+
+    const again = await cli('workflows', 'retry-failed', handle.id, '--json');
+    expect(again.code).toBe(1);
+    expect(JSON.parse(again.stdout)).toMatchObject({
+      operation: 'retry-failed',
+      applied: false,
+      status: 'COMPLETED',
+      changed: [],
+      reopened: 0,
+      message: `workflow ${handle.id} (cli.ctl.retry) is COMPLETED: only a FAILED or PAUSED workflow's failed nodes can be run again; nothing changed`,
+    });
+  });
+});
+
+describe('horsies workflows control of an unknown id', () => {
+  it('exits 1 with "no workflow with id" for each command, with and without --json', async () => {
+    const runs = [['pause'], ['resume'], ['cancel'], ['retry-failed'], ['cancel', '--json']];
+    for (const [command, ...flags] of runs) {
+      const run = await cli('workflows', command!, 'no-such-workflow', ...flags);
+      expect(run.code, `${command} ${flags.join(' ')}`).toBe(1);
+      expect(run.stderr).toContain('horsies: no workflow with id no-such-workflow');
+      expect(run.stdout).toBe('');
+    }
+    const list = await cli('workflows', 'list', '--parent', 'no-such-parent');
+    expect(list.code).toBe(1);
+    expect(list.stderr).toContain('horsies: no workflow with id no-such-parent');
+  });
+});
+
+describe('cancel of a workflow whose task returns when asked to stop', () => {
+  // What `cancelWorkflow` documents: "a run that still returns keeps its result on its node". Today the worker
+  // records the task CANCELLED (TASK_CANCELLED) whenever the stop wins the race with the handler, discarding the
+  // value the handler returns on its AbortSignal, so the node ends FAILED. This test fails until that is fixed.
+  it('keeps the value the run returns on its node', async () => {
+    const wf = workflow(app, 'cli.ctl.keeps');
+    wf.node(waitOn, { id: 'held', input: { key: 'cancel-keeps', n: 9 } });
+    const handle = await wf.build().start();
+    await eventually(async () => (await taskStatuses([handle.id]))[0] === 'RUNNING');
+    expect(await handle.cancel()).toMatchObject({ status: 'CANCELLED', tasksStopping: 1 });
+    await eventually(async () => (await nodeStatuses(handle.id)).held !== 'ENQUEUED');
+    expect(await handle.resultFor('held')).toEqual({ ok: true, value: -9 });
   });
 });
