@@ -7,6 +7,7 @@ import { Command, InvalidArgumentError } from 'commander';
 import { Database } from '../db/Database.js';
 import { migrate } from '../db/Migrator.js';
 import { loadApp } from '../client/loadApp.js';
+import { addCheckCommand } from './check.js';
 import { addDashboardCommand } from './dashboard.js';
 import { addDevCommand } from './dev.js';
 import { reportError, resolveDatabaseUrl } from './shared.js';
@@ -158,6 +159,7 @@ addQueueCommands(program);
 addWorkflowCommands(program);
 addScheduleCommands(program);
 addDashboardCommand(program);
+addCheckCommand(program);
 addDevCommand(program);
 
 // A reader that goes away early (`horsies tasks list | head`) is not an error.

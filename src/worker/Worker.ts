@@ -18,6 +18,7 @@ import type { Logger } from 'pino';
 import { channels } from '../db/Listener.js';
 import type { HeartbeatRole } from '../db/liveness.js';
 import type { EndedTaskRow, FinishHook, TaskFinish } from '../db/tasks.js';
+import { checkAtStart, checkNotifyInBackground } from '../client/checks.js';
 import { assemble } from './assembly.js';
 import type { WorkerEvents, WorkerHost, WorkerParts } from './assembly.js';
 import type { CompleterResult } from './Completer.js';
@@ -89,6 +90,8 @@ export class Worker extends EventEmitter<WorkerEvents> {
   /** Listens for new tasks and cancel requests, then starts every service. */
   async start(): Promise<void> {
     if (this.state !== 'new') throw new Error(`worker already ${this.state}`);
+    // The checks of `horsies check`: warnings logged, errors thrown before anything is claimed.
+    checkAtStart(this.host, { drainTimeoutMs: this.config.drainTimeoutMs }, this.logger);
     this.state = 'running';
     const { listener, caps, services } = this.parts;
     const schema = this.host.db.schema;
@@ -99,6 +102,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
       ...(capped ? [listener.listen(channels.taskDone(schema))] : []),
     ]);
     for (const service of services) service.start();
+    checkNotifyInBackground(this.host.db, this.logger, () => this.state === 'running');
     this.logger.info(
       {
         queues: this.config.queues,
