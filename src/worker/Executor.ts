@@ -224,7 +224,8 @@ export class Executor {
       } else {
         controller.abort(new Error(`task stopped: ${first}`));
         if (onThread) this.pool?.abort(task.id);
-        if (!(await settlesWithin(execution, this.options.abortGraceMs))) {
+        const settled = await settlesWithin(execution, this.options.abortGraceMs);
+        if (!settled) {
           if (onThread) {
             this.logger.warn(
               { taskId: task.id, task: task.task_name, reason: first },
@@ -238,7 +239,10 @@ export class Executor {
             );
           }
         }
-        outcome = stopOutcome(first, timeoutMs);
+        // A cancel is a request: a handler that still returns a value within the grace completed its work, and
+        // keeps its result (a workflow node records it). Any other stop, or an error, ends as the stop says.
+        const returned = settled && first === 'cancel' ? await execution : null;
+        outcome = returned && !(returned instanceof TaskError) ? returned : stopOutcome(first, timeoutMs);
       }
       verdict = transactional.run ? await transactional.run.conclude(this.options.abortGraceMs) : null;
       // A fenced completion wrote nothing: CANCELLED lands if a cancel request stands, else the fence drops it.
