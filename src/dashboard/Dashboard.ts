@@ -34,14 +34,21 @@ import {
 } from './reads.js';
 import type { TaskTab } from './reads.js';
 import { serveStatic } from './staticFiles.js';
-import { readSchedules, readWorkflow, readWorkflowPage } from './workflowReads.js';
-import type { WorkflowListQuery } from './workflowReads.js';
+import {
+  WORKFLOW_ACTIONS,
+  readSchedules,
+  readWorkflow,
+  readWorkflowPage,
+  runWorkflowAction,
+} from './workflowReads.js';
+import type { WorkflowAction, WorkflowListQuery } from './workflowReads.js';
 
 /** Settings of a dashboard. */
 export interface DashboardOptions {
   /**
-   * Enables actions (cancel, resubmit, pause, resume). Requests must carry it in the `x-horsies-token` header.
-   * Default: `HORSIES_DASHBOARD_TOKEN` from the environment; none means read-only.
+   * Enables actions (cancel, resubmit, pause, resume; a workflow's pause, resume, cancel and retry-failed).
+   * Requests must carry it in the `x-horsies-token` header. Default: `HORSIES_DASHBOARD_TOKEN` from the
+   * environment; none means read-only.
    */
   token?: string;
   /** Leave task inputs and results out of every answer. Default false. */
@@ -147,6 +154,15 @@ export function createDashboard(source: DashboardSource, options: DashboardOptio
     if (first === 'queues' && second !== undefined && (third === 'pause' || third === 'resume')) {
       await setQueuePaused(db, second, third === 'pause');
       return json(res, 200, { queue: second, paused: third === 'pause' });
+    }
+    if (
+      first === 'workflows' &&
+      second !== undefined &&
+      parts.length === 3 &&
+      (WORKFLOW_ACTIONS as readonly string[]).includes(third ?? '')
+    ) {
+      const answer = await runWorkflowAction(db, app, second, third as WorkflowAction);
+      return json(res, answer.status, answer.body);
     }
     if (first === 'schedules' && second !== undefined && parts.length === 3) {
       if (third === 'trigger') {

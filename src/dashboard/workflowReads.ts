@@ -13,6 +13,7 @@ import type { Database } from '../db/Database.js';
 import { DashboardWorkflowPage } from '../db/dashboard.js';
 import type { WorkflowListRow } from '../db/dashboard.js';
 import { WorkflowGet, WorkflowNodeGraph } from '../db/workflows.js';
+import { cancelWorkflow, pauseWorkflow, resumeWorkflow, retryFailedWorkflow } from '../workflow/control.js';
 import { listSchedules } from '../scheduler/operations.js';
 import type { ScheduleInfo } from '../scheduler/operations.js';
 import { BadRequest } from './reads.js';
@@ -158,6 +159,12 @@ export async function readWorkflow(db: Database, id: string, hideData: boolean):
   const [row] = await db.run(WorkflowGet, { id });
   if (!row) return null;
   const nodes = (await db.run(WorkflowNodeGraph, { workflowId: id })).map(dagNode);
+  // A child run names the node of its parent that runs it.
+  let parentNodeId: string | null = null;
+  if (row.parent_workflow_id !== null) {
+    const parentNodes = await db.run(WorkflowNodeGraph, { workflowId: row.parent_workflow_id });
+    parentNodeId = parentNodes.find((n) => n.node_index === row.parent_node_index)?.node_id ?? null;
+  }
   return {
     id: row.id,
     name: row.name,
@@ -170,6 +177,8 @@ export async function readWorkflow(db: Database, id: string, hideData: boolean):
     nodesTotal: row.nodes_total,
     nodesTerminal: row.nodes_terminal,
     parentWorkflowId: row.parent_workflow_id,
+    parentNodeIndex: row.parent_node_index,
+    parentNodeId,
     rootWorkflowId: row.root_workflow_id,
     depth: row.depth,
     sentAt: row.sent_at,
@@ -179,6 +188,60 @@ export async function readWorkflow(db: Database, id: string, hideData: boolean):
     counts: tally(nodes.map((n) => n.status)),
     layers: layerViews(nodes),
   };
+}
+
+/** The workflow actions of the dashboard, as the last part of their path. */
+export const WORKFLOW_ACTIONS = ['pause', 'resume', 'cancel', 'retry-failed'] as const;
+export type WorkflowAction = (typeof WORKFLOW_ACTIONS)[number];
+
+/** What a workflow action answers: its HTTP status and body. */
+export interface WorkflowActionAnswer {
+  status: 200 | 404 | 409;
+  body: object;
+}
+
+/** The status in which each action has nothing left to do, and what it applies to, for the answer's words. */
+const ACTION_RULES: Record<WorkflowAction, { already: string | null; appliesTo: string }> = {
+  pause: { already: 'PAUSED', appliesTo: 'a RUNNING workflow' },
+  resume: { already: 'RUNNING', appliesTo: 'a PAUSED workflow' },
+  cancel: { already: 'CANCELLED', appliesTo: 'a PENDING, RUNNING or PAUSED workflow' },
+  'retry-failed': { already: null, appliesTo: "a FAILED or PAUSED workflow's failed nodes" },
+};
+
+/**
+ * Runs a workflow action through the library's control functions (resume, cancel and retry start child
+ * workflows when the dashboard is served from the app, which knows their definitions). 200 with what changed
+ * when the action applied or the workflow already was where it puts it (`changed` then empty); 404 for an
+ * unknown id; 409 when the action does not apply to the workflow's status.
+ */
+export async function runWorkflowAction(
+  db: Database,
+  app: App | null,
+  id: string,
+  action: WorkflowAction,
+): Promise<WorkflowActionAnswer> {
+  const children = app?.workflows;
+  const result =
+    action === 'pause'
+      ? await pauseWorkflow(db, id)
+      : action === 'resume'
+        ? await resumeWorkflow(db, id, children)
+        : action === 'cancel'
+          ? await cancelWorkflow(db, id, children)
+          : await retryFailedWorkflow(db, id, children);
+  if (result.status === null) return { status: 404, body: { error: `no workflow with id ${id}` } };
+  const rule = ACTION_RULES[action];
+  const applied = result.changed.includes(id) || result.status === rule.already;
+  if (!applied) {
+    return {
+      status: 409,
+      body: {
+        error: `workflow ${id} is ${result.status}: ${action} applies only to ${rule.appliesTo}`,
+        status: result.status,
+      },
+    };
+  }
+  return { status: 200, body: { workflow: id, action, ...result } };
 }
 
 /**

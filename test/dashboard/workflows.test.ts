@@ -1,7 +1,9 @@
 /**
  * The dashboard's workflow and schedule API against a real database and a real worker: a finished workflow's
- * detail with every node's status and its layers, the list by status and name through cursors, schedules with
- * an orphaned row, and trigger, pause and resume refused without the token and applied with it.
+ * detail with every node's status and its layers, the list by status and name through cursors, a child run and
+ * its parent linked both ways, the workflow actions (pause, resume, cancel, retry-failed) refused without the
+ * token and applied with it (404 for an unknown id, 409 where the status does not allow them), schedules with an
+ * orphaned row, and trigger, pause and resume refused without the token and applied with it.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
@@ -13,7 +15,8 @@ import { serveDashboard } from './support.js';
 
 const TOKEN = 'workflow-test-token';
 const t = await useTestSchema();
-const app = t.app();
+// Tasks on `held` are served by no worker: their workflows stay where a test puts them.
+const app = t.app({ queues: [{ name: 'default' }, { name: 'held' }] });
 
 const double = app.task({
   name: 'wf.double',
@@ -43,7 +46,7 @@ const fromApp = await serveDashboard(app, { token: TOKEN });
 const fromDb = await serveDashboard(app.db, { token: TOKEN });
 const readOnly = await serveDashboard(app);
 
-const worker = createWorker(app, { concurrency: 4, pollIntervalMs: 100 });
+const worker = createWorker(app, { concurrency: 4, pollIntervalMs: 100, queues: ['default'] });
 beforeAll(() => worker.start());
 afterAll(() => worker.stop());
 
@@ -115,6 +118,173 @@ describe('workflows', () => {
     expect(seen).toEqual([...ids].reverse());
     expect((await readOnly.get('api/workflows?status=NOPE')).status).toBe(400);
     expect((await readOnly.get('api/workflows?cursor=xyz')).status).toBe(400);
+  });
+});
+
+const held = app.task({
+  name: 'wf.held',
+  queue: 'held',
+  input: z.object({ n: z.number() }),
+  handler: ({ n }) => n,
+});
+let mended = false;
+const flaky = app.task({
+  name: 'wf.flaky',
+  input: z.object({ n: z.number() }),
+  handler: ({ n }): number => {
+    if (!mended) throw new TaskError('NOT_YET', 'broken until the test mends it');
+    return n;
+  },
+});
+const childDef = (() => {
+  const wf = workflow(app, 'api.child', { params: z.object({ n: z.number() }) });
+  const only = wf.node(held, { id: 'child-held', input: { n: wf.params.n } });
+  return wf.build({ output: only });
+})();
+const parentDef = (() => {
+  const wf = workflow(app, 'api.parent');
+  wf.node(held, { id: 'parent-held', input: { n: 1 } });
+  const sub = wf.node(childDef, { id: 'sub', input: { n: 2 } });
+  wf.node(add, { id: 'after', input: { values: [sub.result] } });
+  return wf.build();
+})();
+
+interface Action {
+  workflow: string;
+  action: string;
+  status: string;
+  changed: string[];
+  tasksCancelled?: number;
+  tasksStopping?: number;
+  reopened?: number;
+}
+
+async function statusOf(id: string): Promise<string | undefined> {
+  const [row] = await t.query<{ status: string }>(
+    'SELECT status FROM {{schema}}.horsies_workflows WHERE id = $1',
+    [id],
+  );
+  return row?.status;
+}
+
+describe('workflow actions', () => {
+  const auth = { 'x-horsies-token': TOKEN };
+
+  it('have a detail page that links a child run and its parent both ways', async () => {
+    const handle = await parentDef.start();
+    const parent = await readOnly.get<{
+      layers: { nodes: { id: string; status: string; subworkflow?: string; childWorkflowId?: string }[] }[];
+    }>(`api/workflows/${handle.id}`);
+    const sub = parent.body.layers.flatMap((l) => l.nodes).find((n) => n.id === 'sub');
+    expect(sub).toMatchObject({ subworkflow: 'api.child', status: 'RUNNING' });
+    const childId = sub!.childWorkflowId!;
+    expect(typeof childId).toBe('string');
+    const child = await readOnly.get<Record<string, unknown>>(`api/workflows/${childId}`);
+    expect(child.body).toMatchObject({
+      name: 'api.child',
+      parentWorkflowId: handle.id,
+      parentNodeId: 'sub',
+      rootWorkflowId: handle.id,
+      depth: 1,
+    });
+    expect((await fromApp.post(`api/workflows/${handle.id}/cancel`, {}, auth)).status).toBe(200);
+  });
+
+  it('are refused without the token, with a wrong one and cross-site; nothing changes', async () => {
+    const handle = await parentDef.start();
+    for (const action of ['pause', 'resume', 'cancel', 'retry-failed']) {
+      const path = `api/workflows/${handle.id}/${action}`;
+      expect((await readOnly.post(path, {}, auth)).status).toBe(403);
+      expect((await fromApp.post(path)).status).toBe(401);
+      expect((await fromApp.post(path, {}, { 'x-horsies-token': 'wrong' })).status).toBe(401);
+      expect((await fromApp.post(path, {}, { ...auth, origin: 'http://evil.test' })).status).toBe(403);
+    }
+    expect(await statusOf(handle.id)).toBe('RUNNING');
+    expect((await fromApp.post(`api/workflows/${handle.id}/cancel`, {}, auth)).status).toBe(200);
+  });
+
+  it('answer 404 for an unknown id and for an unknown action', async () => {
+    for (const action of ['pause', 'resume', 'cancel', 'retry-failed']) {
+      const answer = await fromApp.post<{ error: string }>(`api/workflows/no-such-run/${action}`, {}, auth);
+      expect(answer).toEqual({ status: 404, body: { error: 'no workflow with id no-such-run' } });
+    }
+    expect((await fromApp.post('api/workflows/no-such-run/explode', {}, auth)).status).toBe(404);
+  });
+
+  it('pause and resume a run with its child, cancel it, and refuse what its status does not allow', async () => {
+    const handle = await parentDef.start();
+    const detail = await readOnly.get<{ layers: { nodes: { id: string; childWorkflowId?: string }[] }[] }>(
+      `api/workflows/${handle.id}`,
+    );
+    const childId = detail.body.layers.flatMap((l) => l.nodes).find((n) => n.id === 'sub')!.childWorkflowId!;
+
+    const paused = await fromApp.post<Action>(`api/workflows/${handle.id}/pause`, {}, auth);
+    expect(paused.status).toBe(200);
+    expect(paused.body).toMatchObject({ workflow: handle.id, action: 'pause', status: 'PAUSED' });
+    expect(new Set(paused.body.changed)).toEqual(new Set([handle.id, childId]));
+    expect(await statusOf(childId)).toBe('PAUSED');
+    // Already paused: nothing to do, still 200.
+    expect(await fromApp.post(`api/workflows/${handle.id}/pause`, {}, auth)).toMatchObject({
+      status: 200,
+      body: { status: 'PAUSED', changed: [] },
+    });
+
+    // From a bare database URL too (no app: a child to start would wait for a worker's recovery pass).
+    const resumed = await fromDb.post<Action>(`api/workflows/${handle.id}/resume`, {}, auth);
+    expect(resumed.status).toBe(200);
+    expect(resumed.body).toMatchObject({ action: 'resume', status: 'RUNNING' });
+    expect(new Set(resumed.body.changed)).toEqual(new Set([handle.id, childId]));
+    expect(await statusOf(childId)).toBe('RUNNING');
+
+    const cancelled = await fromApp.post<Action>(`api/workflows/${handle.id}/cancel`, {}, auth);
+    expect(cancelled.status).toBe(200);
+    expect(cancelled.body).toMatchObject({
+      action: 'cancel',
+      status: 'CANCELLED',
+      tasksCancelled: 2,
+      tasksStopping: 0,
+    });
+    expect(new Set(cancelled.body.changed)).toEqual(new Set([handle.id, childId]));
+    expect(await statusOf(childId)).toBe('CANCELLED');
+
+    for (const action of ['pause', 'resume', 'retry-failed']) {
+      const refused = await fromApp.post<{ error: string; status: string }>(
+        `api/workflows/${handle.id}/${action}`,
+        {},
+        auth,
+      );
+      expect(refused.status, action).toBe(409);
+      expect(refused.body.status).toBe('CANCELLED');
+      expect(refused.body.error).toMatch(
+        new RegExp(`^workflow ${handle.id} is CANCELLED: ${action} applies only to`),
+      );
+    }
+    expect(await fromApp.post(`api/workflows/${handle.id}/cancel`, {}, auth)).toMatchObject({
+      status: 200,
+      body: { status: 'CANCELLED', changed: [] },
+    });
+  });
+
+  it('retry-failed runs the failed node again and the run completes', async () => {
+    mended = false;
+    const wf = workflow(app, 'api.retry');
+    const first = wf.node(double, { input: { n: 4 } });
+    const shaky = wf.node(flaky, { id: 'shaky', input: { n: first.result } });
+    const handle = await wf.build({ output: shaky }).start();
+    expect(await handle.result({ timeoutMs: 15_000 })).toMatchObject({ ok: false });
+    mended = true;
+    const retried = await fromApp.post<Action>(`api/workflows/${handle.id}/retry-failed`, {}, auth);
+    expect(retried.status).toBe(200);
+    expect(retried.body).toMatchObject({
+      action: 'retry-failed',
+      status: 'RUNNING',
+      changed: [handle.id],
+      reopened: 1,
+    });
+    await eventually(async () => (await statusOf(handle.id)) === 'COMPLETED');
+    expect(await handle.result({ timeoutMs: 15_000 })).toEqual({ ok: true, value: 8 });
+    const again = await fromApp.post<{ error: string }>(`api/workflows/${handle.id}/retry-failed`, {}, auth);
+    expect(again.status).toBe(409);
   });
 });
 

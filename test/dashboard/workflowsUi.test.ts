@@ -1,7 +1,8 @@
 /**
  * The workflow and schedule pages in a real browser (Debian's Chromium, headless) against a real database and a
- * real worker: a finished workflow's graph shows each node's status, and triggering a schedule from its page
- * creates a task. Screenshots of both pages go to docs/dashboard/ for the user guide.
+ * real worker: a finished workflow's graph shows each node's status; a running workflow is paused and resumed
+ * through its buttons, and its subworkflow node leads to the child run, which leads back; triggering a schedule
+ * from its page creates a task. Screenshots of the pages go to docs/dashboard/ for the user guide.
  */
 import { mkdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -22,7 +23,8 @@ const SHOTS = resolve(import.meta.dirname, '../../docs/dashboard');
 mkdirSync(SHOTS, { recursive: true });
 
 const t = await useTestSchema();
-const app = t.app();
+// Tasks on `held` are served by no worker: their workflows stay running until a test moves them.
+const app = t.app({ queues: [{ name: 'default' }, { name: 'held' }] });
 
 const fetchOrders = app.task({
   name: 'orders.fetch',
@@ -41,6 +43,12 @@ const report = app.task({
   name: 'reports.daily',
   input: z.object({ parts: z.array(z.unknown()) }),
   handler: ({ parts }) => ({ parts: parts.length }),
+});
+const ship = app.task({
+  name: 'orders.ship',
+  queue: 'held',
+  input: z.object({ region: z.string() }),
+  handler: ({ region }) => ({ region, shipped: true }),
 });
 app.schedule({
   name: 'daily-orders',
@@ -69,7 +77,7 @@ async function open(path: string): Promise<Page> {
 }
 
 beforeAll(async () => {
-  worker = createWorker(app, { concurrency: 4, pollIntervalMs: 100 });
+  worker = createWorker(app, { concurrency: 4, pollIntervalMs: 100, queues: ['default'] });
   await worker.start();
   ({ context, close: closeBrowser } = await launchBrowser());
 }, 120_000);
@@ -126,8 +134,57 @@ describe('workflow and schedule pages in a browser', () => {
     expect(await dag.getByTestId('layer').count()).toBe(3);
     // A failed node fails the workflow (no success policy), though the quorum join ran.
     await list.locator('h1 .status', { hasText: 'FAILED' }).waitFor();
-    await list.getByTestId('workflow-controls').waitFor();
+    // A FAILED run offers only Retry failed.
+    const controls = list.getByTestId('workflow-controls');
+    await controls.getByRole('button', { name: 'Retry failed' }).waitFor();
+    expect(await controls.getByRole('button').allInnerTexts()).toEqual(['Retry failed']);
     await list.screenshot({ path: `${SHOTS}/workflow.png`, fullPage: true });
+  });
+
+  it('pauses and resumes a running workflow with its buttons; its subworkflow node leads to the child and back', async () => {
+    const shipping = workflow(app, 'orders.shipping', { params: z.object({ region: z.string() }) });
+    shipping.node(ship, { input: { region: shipping.params.region } });
+    const shippingDef = shipping.build();
+    const wf = workflow(app, 'orders.fulfil');
+    const orders = wf.node(fetchOrders, { input: { day: '2026-11-03' } });
+    wf.node(shippingDef, { id: 'ship-eu', input: { region: 'eu' }, waitsFor: [orders] });
+    const handle = await wf.build().start();
+    await eventually(async () => {
+      const nodes = await handle.nodes();
+      return nodes.find((n) => n.id === 'ship-eu')?.status === 'RUNNING';
+    });
+
+    const page = await open(`workflow/${encodeURIComponent(handle.id)}`);
+    const controls = page.getByTestId('workflow-controls');
+    await page.locator('h1 .status', { hasText: 'RUNNING' }).waitFor();
+    expect(await controls.getByRole('button').allInnerTexts()).toEqual(['Pause', 'Cancel']);
+
+    await controls.getByRole('button', { name: 'Pause' }).click();
+    await page.getByTestId('action-message').getByText('paused').waitFor();
+    await page.locator('h1 .status', { hasText: 'PAUSED' }).waitFor();
+    expect(await controls.getByRole('button').allInnerTexts()).toEqual(['Resume', 'Cancel']);
+    expect(await handle.status()).toBe('PAUSED');
+    const [child] = await app.listWorkflows({ name: 'orders.shipping', limit: 1 });
+    expect(child).toMatchObject({ parentId: handle.id, status: 'PAUSED' });
+    await page.screenshot({ path: `${SHOTS}/workflow-paused.png`, fullPage: true });
+
+    await controls.getByRole('button', { name: 'Resume' }).click();
+    await page.getByTestId('action-message').getByText('resumed').waitFor();
+    await page.locator('h1 .status', { hasText: 'RUNNING' }).waitFor();
+    expect(await handle.status()).toBe('RUNNING');
+    expect((await app.getWorkflow(child!.id).info())?.status).toBe('RUNNING');
+
+    // The subworkflow node links to its child run, whose page links back to the parent.
+    const node = page.getByTestId('dag').locator('[data-node="ship-eu"]');
+    expect(await node.getAttribute('data-child')).toBe(child!.id);
+    await node.click();
+    await page.getByTestId('workflow-id').getByText(child!.id).waitFor();
+    const parentLine = page.getByTestId('workflow-parent');
+    expect(await parentLine.innerText()).toContain('(its node ship-eu)');
+    await parentLine.getByRole('link', { name: handle.id }).click();
+    await page.getByTestId('workflow-id').getByText(handle.id).waitFor();
+
+    await handle.cancel();
   });
 
   it('the schedules page triggers a run that creates a task', async () => {

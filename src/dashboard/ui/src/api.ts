@@ -197,6 +197,10 @@ export interface WorkflowNode {
   allowFailedDeps: boolean;
   errorCode: string | null;
   taskId: string | null;
+  /** For a node that runs a whole workflow: that workflow's name. */
+  subworkflow?: string | null;
+  /** For a subworkflow node: the child run it started, once it has one. */
+  childWorkflowId?: string | null;
 }
 
 /** One entry of a drawn graph: a layer of nodes, a layer summarised by counts, or a run of uniform layers. */
@@ -232,6 +236,9 @@ export interface WorkflowDetail {
   nodesTotal: number;
   nodesTerminal: number;
   parentWorkflowId: string | null;
+  parentNodeIndex: number | null;
+  /** The id of the parent's node that runs this child. */
+  parentNodeId: string | null;
   rootWorkflowId: string;
   depth: number;
   sentAt: string;

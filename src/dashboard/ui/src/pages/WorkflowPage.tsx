@@ -1,11 +1,13 @@
 /**
  * One workflow: its status, times, result or error, and its graph drawn in layers (a node's depth is the longest
  * path to it from a root, so its dependencies sit in the rows above). Each node is a box with its id, task and a
- * status colour, linking to its task; a wide layer comes as counts, a long run of finished layers as one line.
+ * status colour, linking to its task, or, for a node that runs a whole workflow, to that child run; a wide layer
+ * comes as counts, a long run of finished layers as one line. A child run links to its parent and root. With
+ * actions enabled: Pause, Resume, Cancel and Retry failed, as the workflow's status allows.
  */
 import type { JSX } from 'preact';
 import type { WorkflowDetail, WorkflowLayer, WorkflowNode } from '../api.js';
-import { JsonBlock, Status } from '../components.js';
+import { ActionMessage, JsonBlock, Status, useAction } from '../components.js';
 import { ago, count, time } from '../format.js';
 import { useApi } from '../hooks.js';
 import type { PageProps } from '../main.js';
@@ -36,7 +38,9 @@ function NodeBox(props: { node: WorkflowNode; ids: Map<number, string> }): JSX.E
   const body = (
     <>
       <div class="node-id">{n.id}</div>
-      <div class="node-task">{n.task}</div>
+      <div class="node-task">
+        {n.subworkflow ? <span class="tag">workflow</span> : null} {n.task}
+      </div>
       <div>
         <Status status={n.status} />
         {n.errorCode ? <span class="node-error">{n.errorCode}</span> : null}
@@ -44,6 +48,30 @@ function NodeBox(props: { node: WorkflowNode; ids: Map<number, string> }): JSX.E
       {joinLabel(n) && joinLabel(n) !== 'all' ? <div class="muted">{joinLabel(n)}</div> : null}
     </>
   );
+  if (n.subworkflow) {
+    // A subworkflow node runs no task: it links to the child run it started.
+    return n.childWorkflowId ? (
+      <a
+        class={`node n-${n.status.toLowerCase()}`}
+        href={`#/workflow/${encodeURIComponent(n.childWorkflowId)}`}
+        title={`${title}; runs workflow ${n.subworkflow}`}
+        data-node={n.id}
+        data-status={n.status}
+        data-child={n.childWorkflowId}
+      >
+        {body}
+      </a>
+    ) : (
+      <div
+        class={`node n-${n.status.toLowerCase()}`}
+        title={`${title}; runs workflow ${n.subworkflow} (not started)`}
+        data-node={n.id}
+        data-status={n.status}
+      >
+        {body}
+      </div>
+    );
+  }
   return n.taskId ? (
     <a
       class={`node n-${n.status.toLowerCase()}`}
@@ -101,9 +129,47 @@ function Layer(props: { layer: WorkflowLayer; ids: Map<number, string> }): JSX.E
   );
 }
 
+const LIVE = ['PENDING', 'RUNNING', 'PAUSED'];
+
+/** The control buttons the workflow's status allows (the server refuses the others anyway). */
+function Controls(props: {
+  w: WorkflowDetail;
+  busy: boolean;
+  run: (path: string, body?: unknown, ok?: string) => void;
+}): JSX.Element {
+  const { w, busy, run } = props;
+  const path = (action: string): string => `workflows/${encodeURIComponent(w.id)}/${action}`;
+  const failedNodes = w.counts.FAILED ?? 0;
+  return (
+    <div class="actions" data-testid="workflow-controls">
+      {w.status === 'RUNNING' ? (
+        <button disabled={busy} onClick={() => run(path('pause'), {}, 'paused')}>
+          Pause
+        </button>
+      ) : null}
+      {w.status === 'PAUSED' ? (
+        <button disabled={busy} onClick={() => run(path('resume'), {}, 'resumed')}>
+          Resume
+        </button>
+      ) : null}
+      {w.status === 'FAILED' || (w.status === 'PAUSED' && failedNodes > 0) ? (
+        <button disabled={busy} onClick={() => run(path('retry-failed'), {}, 'failed nodes run again')}>
+          Retry failed
+        </button>
+      ) : null}
+      {LIVE.includes(w.status) ? (
+        <button disabled={busy} onClick={() => run(path('cancel'), {}, 'cancelled')}>
+          Cancel
+        </button>
+      ) : null}
+    </div>
+  );
+}
+
 export function WorkflowPage(props: PageProps): JSX.Element {
   const id = props.rest[0] ?? '';
-  const { data, error } = useApi<WorkflowDetail>(`workflows/${encodeURIComponent(id)}`);
+  const { data, error, reload } = useApi<WorkflowDetail>(`workflows/${encodeURIComponent(id)}`);
+  const [action, run] = useAction(reload);
   if (error) return <p class="error">{error}</p>;
   if (!data) return <p class="muted">loading…</p>;
   const w = data;
@@ -123,22 +189,28 @@ export function WorkflowPage(props: PageProps): JSX.Element {
       </p>
       <p>
         {w.nodesTerminal}/{w.nodesTotal} nodes done · {counts(w.counts)} · on error {w.onError}
-        {w.parentWorkflowId ? (
-          <>
-            {' '}
-            · sub-workflow of{' '}
-            <a href={`#/workflow/${encodeURIComponent(w.parentWorkflowId)}`}>{w.parentWorkflowId}</a>
-          </>
-        ) : null}
       </p>
+      {w.parentWorkflowId ? (
+        <p data-testid="workflow-parent">
+          sub-workflow of{' '}
+          <a href={`#/workflow/${encodeURIComponent(w.parentWorkflowId)}`}>{w.parentWorkflowId}</a>
+          <span class="muted"> (its node {w.parentNodeId ?? `#${w.parentNodeIndex}`})</span>
+          {w.rootWorkflowId !== w.parentWorkflowId ? (
+            <>
+              {' '}
+              · root <a href={`#/workflow/${encodeURIComponent(w.rootWorkflowId)}`}>{w.rootWorkflowId}</a>
+            </>
+          ) : null}{' '}
+          · depth {w.depth}
+        </p>
+      ) : null}
       <p>
         sent {time(w.sentAt)} <span class="muted">{ago(w.sentAt)}</span>
         {w.startedAt ? ` · started ${time(w.startedAt)}` : ''}
         {w.completedAt ? ` · completed ${time(w.completedAt)}` : ''}
       </p>
-      <p class="muted" data-testid="workflow-controls">
-        Pause, resume and cancel buttons come with workflow control.
-      </p>
+      {props.config.actions ? <Controls w={w} busy={action.busy} run={run} /> : null}
+      <ActionMessage state={action} />
       <h2>Graph</h2>
       <div class="dag" data-testid="dag">
         {w.layers.map((l) => (

@@ -86,7 +86,15 @@ export function WorkflowsPage(props: PageProps): JSX.Element {
                   </td>
                   <td>
                     {w.name}
-                    {w.parent_workflow_id ? <span class="tag">sub-workflow</span> : null}
+                    {w.parent_workflow_id ? (
+                      <a
+                        class="tag"
+                        href={`#/workflow/${encodeURIComponent(w.parent_workflow_id)}`}
+                        title={`a child of ${w.parent_workflow_id}`}
+                      >
+                        sub-workflow
+                      </a>
+                    ) : null}
                   </td>
                   <td>
                     <Status status={w.status} />
