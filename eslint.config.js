@@ -63,9 +63,9 @@ export default tseslint.config(
     'recovery/ runs without the app or the worker: pass what it needs in.',
   ),
   layer(
-    ['src/metrics/**'],
+    ['src/metrics/**', 'src/tracing/**'],
     ['../client/**', '../worker/**', '../cli/**', '../dashboard/**', '../workflow/**', '../scheduler/**'],
-    'metrics/ counts what the app, the worker and maintenance tell it: it imports none of them.',
+    'metrics/ and tracing/ record what the app, the worker and maintenance tell them: they import none of them.',
   ),
   layer(
     ['src/client/**'],

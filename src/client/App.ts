@@ -8,6 +8,7 @@ import { z } from 'zod';
 import type { Logger } from 'pino';
 import { Database } from '../db/Database.js';
 import { HorsiesMetrics } from '../metrics/Metrics.js';
+import { TaskTracer } from '../tracing/TaskTracer.js';
 import { migrate } from '../db/Migrator.js';
 import type { MigrateResult } from '../db/Migrator.js';
 import { AttemptListByTask, TaskGet } from '../db/tasks.js';
@@ -92,6 +93,8 @@ export class App<Q extends string = string> implements HandleHost {
    * `horsies worker --metrics-port N`. See `docs/observability.md`.
    */
   readonly metrics: HorsiesMetrics | null;
+  /** @internal Spans for sends and runs; null when tracing is off or `@opentelemetry/api` is not installed. */
+  readonly tracer: TaskTracer | null;
   /**
    * @internal Workflows that subworkflow nodes run, by name: registered when a workflow using one is built.
    */
@@ -124,9 +127,11 @@ export class App<Q extends string = string> implements HandleHost {
             queues: this.config.queues,
             isTaskName: (name) => this.registry.has(name),
           });
+    this.tracer = TaskTracer.create(this.config.tracing);
     this.sendContext = {
       db: this.db,
       metrics: this.metrics,
+      tracer: this.tracer,
       queues: this.config.queues,
       queueRetentionMs: new Map(
         [...this.config.queueConfigs.values()].flatMap((q) =>

@@ -8,7 +8,7 @@ import type { JsonValue } from '../types.js';
 import type { ErrorCodeMap } from './policy.js';
 import type { ResolvedRetryPolicy, RetryPolicy } from '../retry.js';
 import type { SendCallOptions, SendContext, SendOptions, SendTarget } from './send.js';
-import { countSent, insertTasks, prepareTask, prepareTasks } from './send.js';
+import { prepareTask, prepareTasks, sendPrepared } from './send.js';
 import type { HandleHost } from './TaskHandle.js';
 import { TaskHandle } from './TaskHandle.js';
 
@@ -238,8 +238,7 @@ export class TaskDefinition<
   ): Promise<TaskHandle<R, TaskErrorCode<C>>> {
     const { tx, ...sendOptions } = options;
     const task = await prepareTask(this.ctx, this.target, input, sendOptions);
-    const [id] = await insertTasks(this.ctx.db, [task], tx);
-    countSent(this.ctx, this.target, [task]);
+    const [id] = await sendPrepared(this.ctx, this.target, [task], tx);
     return this.handle(id as string);
   }
 
@@ -252,8 +251,7 @@ export class TaskDefinition<
     options: SendCallOptions = {},
   ): Promise<TaskHandle<R, TaskErrorCode<C>>[]> {
     const tasks = await prepareTasks(this.ctx, this.target, items);
-    const ids = await insertTasks(this.ctx.db, tasks, options.tx);
-    countSent(this.ctx, this.target, tasks);
+    const ids = await sendPrepared(this.ctx, this.target, tasks, options.tx);
     return ids.map((id) => this.handle(id));
   }
 

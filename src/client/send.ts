@@ -19,6 +19,7 @@ import {
 } from '../errors.js';
 import type { ConfigProblem, ValidationIssue } from '../errors.js';
 import type { HorsiesMetrics } from '../metrics/Metrics.js';
+import type { TaskTracer } from '../tracing/TaskTracer.js';
 import { payloadDigest, toCanonicalJson } from './json.js';
 
 /** Options of one send. `Q` is the app's queue names (see `createApp`). */
@@ -75,6 +76,38 @@ export interface SendContext {
   maxPayloadBytes: number;
   /** Counts the tasks sent; null when the app has no metrics. */
   metrics?: HorsiesMetrics | null;
+  /** Spans for sends; null when tracing is off. */
+  tracer?: TaskTracer | null;
+}
+
+/**
+ * Stores prepared tasks (see {@link insertTasks}) within a send span whose trace context goes with them, and
+ * counts them. Returns the ids as {@link insertTasks} does.
+ */
+export async function sendPrepared(
+  ctx: SendContext,
+  target: SendTarget,
+  tasks: TaskInsert[],
+  tx?: Queryable,
+): Promise<string[]> {
+  const span =
+    ctx.tracer && tasks.length > 0 ? ctx.tracer.startSend(sendQueue(tasks), target.name, tasks.length) : null;
+  if (span?.carrier) for (const task of tasks) task.traceContext = span.carrier;
+  let ids: string[];
+  try {
+    ids = await insertTasks(ctx.db, tasks, tx);
+  } catch (error) {
+    span?.fail(error);
+    throw error;
+  }
+  span?.end(ids);
+  countSent(ctx, target, tasks);
+  return ids;
+}
+
+// The queue a send span names: the tasks' queue, or the first one's when they go to several.
+function sendQueue(tasks: readonly TaskInsert[]): string {
+  return (tasks[0] as TaskInsert).queueName;
 }
 
 /** Counts sent tasks in the app's metrics (one series per queue and task; a bulk send counts per queue). */

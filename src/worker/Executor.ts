@@ -31,6 +31,7 @@ import type { ThreadPool } from './ThreadPool.js';
 import { refuseTransaction } from './TransactionalFinish.js';
 import type { TransactionalFinish, TransactionalRun, TransactionVerdict } from './TransactionalFinish.js';
 import { settlesWithin } from './timing.js';
+import type { TaskTracer } from '../tracing/TaskTracer.js';
 import { ProgressReporter } from './ProgressReporter.js';
 import { toCanonicalJson } from '../client/json.js';
 
@@ -67,6 +68,8 @@ export interface ExecutorOptions {
   synchronousStarts: boolean;
   /** Random source for backoff jitter (tests inject one). */
   random?: RandomSource;
+  /** Spans for runs; null or absent when tracing is off. */
+  tracer?: TaskTracer | null;
 }
 
 interface Run {
@@ -189,6 +192,7 @@ export class Executor {
       this.hooks.onFinished(this.toFinish(task, error, null, null), task);
       return;
     }
+    const span = this.options.tracer?.startRun(task, attempt) ?? null;
     const controller = new AbortController();
     let stopped: (reason: StopReason) => void = () => undefined;
     const stop = new Promise<StopReason>((resolve) => (stopped = resolve));
@@ -214,9 +218,12 @@ export class Executor {
     try {
       const onThread = definition.policies.blocking && this.pool !== null;
       if (!onThread) startTimer();
-      const execution = onThread
-        ? this.executeOnThread(task, attempt, startTimer)
-        : this.execute(definition, task, attempt, controller.signal, transactional);
+      const launch = (): Promise<Outcome> =>
+        onThread
+          ? this.executeOnThread(task, attempt, startTimer)
+          : this.execute(definition, task, attempt, controller.signal, transactional);
+      // Within the run's span, so the handler's own spans and sends are its children.
+      const execution = span ? span.within(launch) : launch();
       const first = await Promise.race([execution, stop]);
       let outcome: Outcome;
       if (typeof first !== 'string') {
@@ -266,6 +273,7 @@ export class Executor {
       this.progress.delete(task.id);
       await progress.close();
     }
+    span?.end(verdict?.kind === 'committed' ? verdict.finish : finish);
     // After the slot is free, so the worker can start the next task at once.
     if (verdict?.kind === 'committed') this.hooks.onCommitted(verdict.finish, verdict.row, task);
     else this.hooks.onFinished(finish, task);

@@ -26,6 +26,7 @@ import { Producer } from './Producer.js';
 import { StateReporter } from './StateReporter.js';
 import type { HorsiesMetrics } from '../metrics/Metrics.js';
 import { RunMetrics } from '../metrics/RunMetrics.js';
+import type { TaskTracer } from '../tracing/TaskTracer.js';
 import { ThreadPool } from './ThreadPool.js';
 import { TransactionalFinish } from './TransactionalFinish.js';
 import { Scheduler } from '../scheduler/Scheduler.js';
@@ -44,6 +45,8 @@ export interface WorkerHost {
   readonly schedules?: readonly ScheduleConfig[];
   /** Metrics to count runs and maintenance in (the app's). Default: none. */
   readonly metrics?: HorsiesMetrics | null;
+  /** Spans for runs (the app's tracer). Default: none. */
+  readonly tracer?: TaskTracer | null;
 }
 
 /** Events a worker emits; tests and monitoring await them. */
@@ -178,6 +181,7 @@ export function assemble(
       abortGraceMs: cfg.abortGraceMs,
       appErrorCodes: app.errorCodes ?? [],
       synchronousStarts: cfg.synchronousStarts,
+      tracer: host.tracer ?? null,
     },
     {
       onSkipped: (task, reason) => {
