@@ -3,6 +3,10 @@
  * an in-process worker. Tasks on the `held` queue are served by no worker unless a test starts one, so their
  * workflows stay where a test puts them.
  */
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { TaskError } from '../../src/errors.js';
@@ -482,6 +486,61 @@ describe('horsies workflows pause and resume', () => {
   });
 });
 
+describe('horsies workflows resume --app', () => {
+  it("starts the child run of a subworkflow node it makes READY, from the app module's definition", async () => {
+    // The app module a user would pass: the same tasks and child workflow as this file's app.
+    const dir = mkdtempSync(join(tmpdir(), 'horsies-cli-app-'));
+    const modulePath = join(dir, 'app.ts');
+    writeFileSync(
+      modulePath,
+      [
+        `import { z } from ${JSON.stringify(import.meta.resolve('zod'))};`,
+        `import { createApp, workflow } from ${JSON.stringify(pathToFileURL(resolve(import.meta.dirname, '../../src/index.ts')).href)};`,
+        "export const app = createApp({ queues: [{ name: 'default' }, { name: 'held' }] });",
+        "const step = app.task({ name: 'cli.ctl.step', queue: 'held', input: z.object({ n: z.number() }), handler: ({ n }) => n * 10 });",
+        "const wf = workflow(app, 'cli.ctl.child', { params: z.object({ n: z.number() }) });",
+        "const a = wf.node(step, { id: 'c-a', input: { n: wf.params.n } });",
+        "const child = wf.build({ output: wf.node(step, { id: 'c-b', input: { n: a.result } }) });",
+        "const outer = workflow(app, 'cli.ctl.uses-child');",
+        "outer.node(child, { id: 'sub', input: { n: 1 } });",
+        'outer.build();',
+        'export default app;',
+        '',
+      ].join('\n'),
+    );
+    try {
+      const wf = workflow(app, 'cli.ctl.with-app');
+      const gateNode = wf.node(waitOn, { id: 'gate', input: { key: 'with-app', n: 3 } });
+      wf.node(child, { id: 'sub', input: { n: gateNode.result } });
+      const handle = await wf.build().start();
+      await eventually(async () => (await taskStatuses([handle.id]))[0] === 'RUNNING');
+      expect((await cli('workflows', 'pause', handle.id)).code).toBe(0);
+      open('with-app');
+      await eventually(async () => (await nodeStatuses(handle.id)).gate === 'COMPLETED');
+
+      const run = await runCli(['workflows', 'resume', handle.id, '--app', modulePath, '--json'], {
+        DATABASE_URL: databaseUrl(),
+        HORSIES_SCHEMA: t.schema,
+      });
+      expect(run.code, run.stderr).toBe(0);
+      const report = JSON.parse(run.stdout) as Report;
+      expect(report).toMatchObject({ applied: true, status: 'RUNNING', waitingForChild: [] });
+      expect(await nodeStatuses(handle.id)).toEqual({ gate: 'COMPLETED', sub: 'RUNNING' });
+      const sub = await childOf(handle.id);
+      expect(await nodeStatuses(sub.id)).toEqual({ 'c-a': 'ENQUEUED', 'c-b': 'PENDING' });
+      // The child's parameters were wired from the gate's result.
+      const [task] = await t.query<{ kwargs: unknown }>(
+        'SELECT kwargs FROM {{schema}}.horsies_tasks WHERE workflow_id = $1',
+        [sub.id],
+      );
+      expect(task!.kwargs).toEqual({ n: 3 });
+      expect((await cli('workflows', 'cancel', handle.id)).code).toBe(0);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
 describe('horsies workflows cancel', () => {
   it('cancels a workflow and its child: tasks not started cancelled, every open node skipped', async () => {
     const handle = await parent.start();
@@ -540,7 +599,7 @@ describe('horsies workflows cancel', () => {
     );
   });
 
-  it('asks a running task to stop; the run that still returns keeps its result on its node', async () => {
+  it('asks a running task to stop through its AbortSignal, and refuses to cancel a finished run', async () => {
     const wf = workflow(app, 'cli.ctl.running');
     const held = wf.node(waitOn, { id: 'held', input: { key: 'cancel-running', n: 7 } });
     wf.node(step, { id: 'next', input: { n: held.result } });
