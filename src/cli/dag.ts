@@ -1,9 +1,10 @@
 /**
  * Draws a workflow's graph as text, in layers: a node's depth is the longest path to it from a root, so every
  * node's dependencies sit in layers above it. Each node is one line (id, task, status, what it waits for, join
- * rule); a layer of more than `maxPerLayer` nodes is summarised (counts by status and by task, what its nodes
- * wait for, and the first few that failed or run), so a workflow of 10,000 nodes stays readable. A graph of more
- * than `maxLayers` layers (a long chain) draws each run of consecutive layers that share one status as one line.
+ * rule; in a layer with subworkflow nodes, the child run each started); a layer of more than `maxPerLayer` nodes
+ * is summarised (counts by status and by task, what its nodes wait for, and the first few that failed or run), so
+ * a workflow of 10,000 nodes stays readable. A graph of more than `maxLayers` layers (a long chain) draws each
+ * run of consecutive layers that share one status as one line.
  */
 import type { WorkflowNodeGraphRow } from '../db/workflows.js';
 import { formatTable } from './format.js';

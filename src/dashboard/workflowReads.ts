@@ -1,10 +1,10 @@
 /**
- * What the workflow and schedule pages read. A workflow's graph comes from `WorkflowNodeGraph` (no inputs or
- * results, so a workflow of 10,000 nodes reads in one cheap statement) and is laid out in layers by the CLI's
- * `layers`: a node's depth is the longest path to it from a root. Layers of more than {@link MAX_PER_LAYER} nodes
- * are sent as counts (by status, by task) and the first few nodes that failed, were skipped or run, as the CLI
- * draws them; with more than {@link MAX_LAYERS} layers, runs of consecutive layers that share one status are sent
- * as one entry.
+ * What the workflow and schedule pages read, and the workflow actions they run (through the library's control
+ * functions). A workflow's graph comes from `WorkflowNodeGraph` (no inputs or results, so a workflow of 10,000
+ * nodes reads in one cheap statement) and is laid out in layers by the CLI's `layers`: a node's depth is the
+ * longest path to it from a root. Layers of more than {@link MAX_PER_LAYER} nodes are sent as counts (by status,
+ * by task) and the first few nodes that failed, were skipped or run, as the CLI draws them; with more than
+ * {@link MAX_LAYERS} layers, runs of consecutive layers that share one status are sent as one entry.
  */
 import type { App } from '../client/App.js';
 import { dagNode, layers } from '../cli/dag.js';
