@@ -708,3 +708,25 @@ describe('cancel of a workflow whose task returns when asked to stop', () => {
     expect(await handle.resultFor('held')).toEqual({ ok: true, value: -9 });
   });
 });
+
+describe('retry-failed of a paused workflow with child workflows', () => {
+  // A pause (from `pause`, or a failed node under `onError: 'pause'`) pauses the child workflows too. Today
+  // `retryFailedWorkflow` puts only the workflow named back to RUNNING: its paused children stay PAUSED, their
+  // given-back tasks are never enqueued again, and the parent's subworkflow nodes wait for them for ever (the
+  // recovery pass does not look at a PAUSED child, and `resume` of the now RUNNING parent is refused). This test
+  // fails until that is fixed.
+  it('runs the paused child workflows again with it', async () => {
+    const handle = await parent.start();
+    const sub = await childOf(handle.id);
+    expect((await cli('workflows', 'pause', handle.id)).code).toBe(0);
+    expect(await workflowStatus(sub.id)).toBe('PAUSED');
+    const run = await cli('workflows', 'retry-failed', handle.id, '--json');
+    expect(run.code, run.stderr).toBe(0);
+    expect(JSON.parse(run.stdout)).toMatchObject({ applied: true, status: 'RUNNING', reopened: 0 });
+    try {
+      expect(await workflowStatus(sub.id)).toBe('RUNNING');
+    } finally {
+      await cli('workflows', 'cancel', handle.id);
+    }
+  });
+});
