@@ -4,6 +4,7 @@
  * workflow before nodes before tasks, everywhere.
  */
 import { statement } from './Database.js';
+import type { TraceCarrier } from './tasks.js';
 
 /** Workflow statuses, as stored. */
 export type WorkflowStatus = 'PENDING' | 'RUNNING' | 'PAUSED' | 'COMPLETED' | 'FAILED' | 'CANCELLED';
@@ -50,6 +51,8 @@ export interface WorkflowInsert {
   nodesTotal: number;
   /** For a child workflow: the node of the parent that runs it, and the root of the tree. */
   parent?: { workflowId: string; nodeIndex: number; rootId: string; depth: number } | null;
+  /** The starter's trace context, which the run's tasks carry; a child workflow takes its parent's. */
+  traceContext?: TraceCarrier | null;
 }
 
 /**
@@ -64,9 +67,10 @@ export const WorkflowInsert = statement<
   `WITH inserted AS (
      INSERT INTO {{schema}}.horsies_workflows
        (id, name, status, on_error, output_index, success_policy, definition_sha, params, nodes_total,
-        root_workflow_id, parent_workflow_id, parent_node_index, depth, started_at)
+        root_workflow_id, parent_workflow_id, parent_node_index, depth, started_at, trace_context)
      VALUES ($1::text, $2, 'RUNNING', $3, $4, $5::jsonb, $6, $7::jsonb, $8, COALESCE($11::text, $1::text),
-             $9::text, $10::int, COALESCE($12::int, 0), now())
+             $9::text, $10::int, COALESCE($12::int, 0), now(),
+             COALESCE($13::jsonb, (SELECT p.trace_context FROM {{schema}}.horsies_workflows p WHERE p.id = $9::text)))
      ON CONFLICT (id) DO NOTHING
      RETURNING id, definition_sha
    )
@@ -87,6 +91,7 @@ export const WorkflowInsert = statement<
     w.parent?.nodeIndex ?? null,
     w.parent?.rootId ?? null,
     w.parent?.depth ?? null,
+    w.traceContext ? JSON.stringify(w.traceContext) : null,
   ],
 );
 
@@ -175,9 +180,11 @@ export const WorkflowNodeEnqueue = statement<
    ), inserted AS (
      INSERT INTO {{schema}}.horsies_tasks
        (id, task_name, queue_name, priority, kwargs, status, enqueued_at, good_until, max_retries, task_options,
-        workflow_id, workflow_node)
+        workflow_id, workflow_node, trace_context)
      SELECT task_id, task_name, queue_name, priority, kwargs, 'PENDING', now(), good_until, max_retries,
-            task_options, $1, node_index
+            task_options, $1, node_index,
+            -- Every node's task carries the trace context of the workflow's start (migration 11).
+            (SELECT w.trace_context FROM {{schema}}.horsies_workflows w WHERE w.id = $1)
      FROM linked
      RETURNING id
    )

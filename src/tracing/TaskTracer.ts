@@ -95,6 +95,36 @@ export class TaskTracer {
     };
   }
 
+  /**
+   * Starts the span of a workflow's start (a child of the active span): its context goes with the workflow, and
+   * every node's task carries it, so each node's run continues the starter's trace.
+   */
+  startWorkflow(name: string, id: string): SendSpan {
+    const { SpanKind, SpanStatusCode } = this.api;
+    const span = this.tracer.startSpan(`start workflow ${name}`, {
+      kind: SpanKind.PRODUCER,
+      attributes: {
+        'messaging.system': SYSTEM,
+        'messaging.operation.type': 'create',
+        'messaging.operation.name': 'start',
+        'horsies.workflow.name': name,
+        'horsies.workflow.id': id,
+      },
+    });
+    return {
+      carrier: toCarrier(this.api, span.spanContext()),
+      end: () => span.end(),
+      fail: (error) => {
+        span.setStatus({ code: SpanStatusCode.ERROR, message: (error as Error)?.message });
+        span.setAttribute(
+          'error.type',
+          (error as { code?: string })?.code ?? (error as Error)?.name ?? 'Error',
+        );
+        span.end();
+      },
+    };
+  }
+
   /** Starts the span of one run of `task`, a child of the context its sender stored (or a root without one). */
   startRun(task: ClaimedTaskRow, attempt: number): RunSpan {
     const { SpanKind, SpanStatusCode, context, trace } = this.api;

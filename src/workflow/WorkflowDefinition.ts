@@ -21,10 +21,12 @@ import { toIssue } from '../client/send.js';
 import type { Database, Queryable } from '../db/Database.js';
 import { WorkflowInsert, WorkflowNodeInsertMany } from '../db/workflows.js';
 import type { WorkflowNodeInsert } from '../db/workflows.js';
+import type { TraceCarrier } from '../db/tasks.js';
 import { InputValidationError, WorkflowDefinitionError, WorkflowMismatchError } from '../errors.js';
 import type { ConfigProblem, TaskResult, ValidationIssue } from '../errors.js';
 import { resolveRetryPolicy, retryPolicySchema } from '../retry.js';
 import type { RetryPolicy } from '../retry.js';
+import type { TaskTracer } from '../tracing/TaskTracer.js';
 import type { JsonValue } from '../types.js';
 import { makeRef, refSource } from './refs.js';
 import type { Ref, Wired } from './refs.js';
@@ -45,6 +47,8 @@ export interface WorkflowHost extends WorkflowHandleHost {
    * parent is built, so a worker that loads the app can start it for any parent it steps.
    */
   readonly workflows: Map<string, ChildWorkflow>;
+  /** Spans for starts, whose trace context the run's tasks carry; null or absent when tracing is off. */
+  readonly tracer?: TaskTracer | null;
 }
 
 /** When a node with several dependencies becomes ready. */
@@ -275,9 +279,16 @@ export class WorkflowDefinition<P, O> implements ChildWorkflow {
         { field: 'start.id', value: id, message: 'must be 1 to 36 characters' },
       ]);
     }
-    const run = (tx: Queryable) => this.insertRun(tx, id, paramsJson, null);
-    if (options.tx) await run(options.tx);
-    else await this.host.db.transaction(run);
+    const span = this.host.tracer?.startWorkflow(this.spec.name, id) ?? null;
+    const run = (tx: Queryable) => this.insertRun(tx, id, paramsJson, null, span?.carrier ?? null);
+    try {
+      if (options.tx) await run(options.tx);
+      else await this.host.db.transaction(run);
+    } catch (error) {
+      span?.fail(error);
+      throw error;
+    }
+    span?.end([]);
     return this.handle(id);
   }
 
@@ -310,6 +321,7 @@ export class WorkflowDefinition<P, O> implements ChildWorkflow {
     id: string,
     paramsJson: string,
     parent: ParentLink | null,
+    traceContext: TraceCarrier | null = null,
   ): Promise<void> {
     const { db } = this.host;
     const sha = createHash('sha256').update(this.spec.sha).update('\0').update(paramsJson).digest('hex');
@@ -330,6 +342,7 @@ export class WorkflowDefinition<P, O> implements ChildWorkflow {
           rootId: parent.rootId,
           depth: parent.depth,
         },
+        traceContext,
       },
       tx,
     );

@@ -8,6 +8,7 @@ import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { TaskError } from '../../src/errors.js';
 import { createWorker } from '../../src/worker/Worker.js';
+import { workflow } from '../../src/workflow/WorkflowDefinition.js';
 import { useTestSchema } from '../support/db.js';
 import { finished, registerInMemoryTracing } from './spans.js';
 import type { SpanRecord } from './spans.js';
@@ -193,6 +194,43 @@ describe('a traced send and its run', () => {
       'horsies.task.name': 'tr.other',
       'error.type': 'PAYLOAD_MISMATCH',
     });
+  });
+});
+
+describe('a traced workflow', () => {
+  it('puts every node’s run under the span of the workflow’s start, in the starter’s trace', async () => {
+    exporter.reset();
+    const app = t.app({ queues: ['flow'] });
+    const double = app.task({
+      name: 'tr.wf.double',
+      queue: 'flow',
+      input: z.object({ n: z.number() }),
+      handler: ({ n }) => n * 2,
+    });
+    const wf = workflow(app, 'tr-chain');
+    const first = wf.node(double, { input: { n: 5 } });
+    const second = wf.node(double, { input: { n: first.result } });
+    const definition = wf.build({ output: second });
+    const worker = createWorker(app, { queues: ['flow'] });
+    await worker.start();
+    const handle = await tracer.startActiveSpan('request', async (span) => {
+      const started = await definition.start();
+      span.end();
+      return started;
+    });
+    expect(await handle.result({ timeoutMs: 10_000 })).toEqual({ ok: true, value: 20 });
+    await worker.stop();
+    const spans = finished(exporter);
+    const request = only(spans, (s) => s.name === 'request', 'request');
+    const start = only(spans, (s) => s.name === 'start workflow tr-chain', 'workflow start');
+    expect(start).toMatchObject({ kind: PRODUCER, parentSpanId: request.spanId, traceId: request.traceId });
+    expect(start.attributes['horsies.workflow.id']).toBe(handle.id);
+    const runs = spans.filter((s) => s.kind === CONSUMER);
+    expect(runs.map((r) => [r.attributes['horsies.workflow.node'], r.parentSpanId, r.traceId])).toEqual([
+      [0, start.spanId, request.traceId],
+      [1, start.spanId, request.traceId],
+    ]);
+    expect(runs.every((r) => r.attributes['horsies.workflow.id'] === handle.id)).toBe(true);
   });
 });
 
