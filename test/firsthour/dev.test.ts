@@ -1,0 +1,81 @@
+/**
+ * `horsies dev` on a user's module (against the test server with --database-url; the embedded server is covered by
+ * pack.test.ts): it migrates, runs the tasks, serves the dashboard, restarts the worker when the module changes,
+ * survives a module that fails to load until the next change, and stops cleanly on SIGINT.
+ */
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { afterAll, expect, it } from 'vitest';
+import { z } from 'zod';
+import { createApp } from '../../src/index.js';
+import { databaseUrl, freshSchemaName, testLogger } from '../support/db.js';
+import { startProcess } from './support.js';
+
+const ROOT = resolve(import.meta.dirname, '../..');
+// Inside the repository (so zod resolves) but in a git-ignored folder that no tsconfig or lint covers.
+const folder = join(ROOT, '.scratch', `dev-${process.pid}`);
+const schema = freshSchemaName();
+afterAll(async () => {
+  rmSync(folder, { recursive: true, force: true });
+  const app = createApp({ databaseUrl: databaseUrl(), schema, logger: testLogger });
+  await app.db.pool.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+  await app.close();
+});
+
+function writeModule(greeting: string): void {
+  writeFileSync(
+    join(folder, 'app.ts'),
+    `import { z } from 'zod';
+import { createApp } from ${JSON.stringify(join(ROOT, 'src/index.ts'))};
+export const app = createApp({ queues: ['default'] });
+export const greet = app.task({
+  name: 'dev.greet',
+  input: z.object({ name: z.string() }),
+  handler: ({ name }) => ${JSON.stringify(greeting)} + ' ' + name,
+});
+`,
+  );
+}
+
+it('runs the module, reloads it on change, waits out a broken edit, and stops on SIGINT', async () => {
+  mkdirSync(folder, { recursive: true });
+  writeModule('hello');
+  const dev = startProcess(['dev', join(folder, 'app.ts'), '--database-url', databaseUrl(), '--port', '0'], {
+    HORSIES_SCHEMA: schema,
+    HORSIES_LOG_LEVEL: 'warn',
+  });
+  await dev.waitFor(
+    /worker running 1 task\(s\) \(dev\.greet\) on queue\(s\) default; schema (\w+) at version \d+/,
+  );
+  const [, dashboard] = await dev.waitFor(/dashboard on (http:\/\/127\.0\.0\.1:\d+\/)/);
+  expect((await fetch(`${dashboard}api/overview`)).status).toBe(200);
+
+  const app = createApp({ databaseUrl: databaseUrl(), schema, logger: testLogger });
+  const greet = app.task({ name: 'dev.greet', input: z.object({ name: z.string() }), handler: () => '' });
+  try {
+    const first = await (await greet.send({ name: 'Ada' })).result({ timeoutMs: 30_000 });
+    expect(first).toEqual({ ok: true, value: 'hello Ada' });
+
+    writeModule('bonjour');
+    await dev.waitFor(/app\.ts changed: restarting the worker/);
+    await waitForNth(dev, /worker running 1 task/g, 2);
+    const second = await (await greet.send({ name: 'Ada' })).result({ timeoutMs: 30_000 });
+    expect(second).toEqual({ ok: true, value: 'bonjour Ada' });
+
+    writeFileSync(join(folder, 'app.ts'), 'export const app = ;\n');
+    await dev.waitFor(/the worker exited \(code 1\); waiting for a change to start it again/);
+    writeModule('hallo');
+    await waitForNth(dev, /worker running 1 task/g, 3);
+    const third = await (await greet.send({ name: 'Ada' })).result({ timeoutMs: 30_000 });
+    expect(third).toEqual({ ok: true, value: 'hallo Ada' });
+  } finally {
+    await app.close();
+  }
+  dev.child.kill('SIGINT');
+  expect(await dev.exited, dev.output()).toBe(0);
+  expect(dev.output()).toContain('horsies dev: stopping');
+}, 180_000);
+
+async function waitForNth(proc: ReturnType<typeof startProcess>, pattern: RegExp, n: number): Promise<void> {
+  await proc.waitFor(new RegExp(`(?:[\\s\\S]*?${pattern.source}){${n}}`));
+}
