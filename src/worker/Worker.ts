@@ -16,6 +16,7 @@
 import { EventEmitter } from 'node:events';
 import type { Logger } from 'pino';
 import { channels } from '../db/Listener.js';
+import { prepareSchema } from '../db/Migrator.js';
 import type { HeartbeatRole } from '../db/liveness.js';
 import type { EndedTaskRow, FinishHook, TaskFinish } from '../db/tasks.js';
 import { checkAtStart, checkNotifyInBackground } from '../client/checks.js';
@@ -29,7 +30,7 @@ import { WorkflowStepper } from '../workflow/step.js';
 
 export type { WorkerEvents, WorkerHost } from './assembly.js';
 
-type State = 'new' | 'running' | 'stopping' | 'stopped';
+type State = 'new' | 'starting' | 'running' | 'stopping' | 'stopped';
 
 /** Creates a worker for an app's tasks (`createWorker(app, config)`). Call `start()` on it. */
 export function createWorker(host: WorkerHost, config: WorkerConfig = {}): Worker {
@@ -48,6 +49,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
   private readonly following = new Set<Promise<void>>();
   private state: State = 'new';
   private stopping: Promise<void> | null = null;
+  private startAbort: AbortController | null = null;
 
   constructor(
     private readonly host: WorkerHost,
@@ -87,11 +89,33 @@ export class Worker extends EventEmitter<WorkerEvents> {
     return this.parts.leader.isLeader;
   }
 
-  /** Listens for new tasks and cancel requests, then starts every service. */
+  /**
+   * Checks the database (waiting up to `startupTimeoutMs` for one that cannot be reached yet) and the schema's
+   * migrations (applying them with `migrate`), listens for new tasks and cancel requests, then starts every
+   * service. Rejects with `DatabaseUnavailableError`, `SchemaNotMigratedError` or `DatabaseNotConfiguredError`,
+   * the worker then stopped.
+   */
   async start(): Promise<void> {
     if (this.state !== 'new') throw new Error(`worker already ${this.state}`);
     // The checks of `horsies check`: warnings logged, errors thrown before anything is claimed.
     checkAtStart(this.host, { drainTimeoutMs: this.config.drainTimeoutMs }, this.logger);
+    this.state = 'starting';
+    this.startAbort = new AbortController();
+    try {
+      await prepareSchema(this.host.db, {
+        timeoutMs: this.config.startupTimeoutMs,
+        migrate: this.config.migrate,
+        signal: this.startAbort.signal,
+        onRetry: (fault, delayMs) =>
+          this.logger.warn({ reason: fault.reason, retryInMs: delayMs }, `${fault.message}; retrying`),
+      });
+    } catch (error) {
+      const stoppedMeanwhile = this.startAbort.signal.aborted;
+      await this.stop();
+      if (stoppedMeanwhile) return;
+      throw error;
+    }
+    if (this.state !== 'starting') return;
     this.state = 'running';
     const { listener, caps, services } = this.parts;
     const schema = this.host.db.schema;
@@ -115,6 +139,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
 
   /** Graceful shutdown (see the module comment). Idempotent; resolves when done. */
   stop(): Promise<void> {
+    this.startAbort?.abort();
     this.stopping ??= this.shutdown();
     return this.stopping;
   }
