@@ -250,6 +250,34 @@ describe('a schema not migrated', () => {
   });
 });
 
+describe('declared error codes', () => {
+  const app = createApp({ databaseUrl: 'postgres://unused@127.0.0.1/unused', logger: testLogger });
+
+  it('refuses codes that are not UPPER_SNAKE_CASE, built in, or repeated', () => {
+    const define = (errors: string[]) => () =>
+      app.task({ name: `codes.${errors.join('.')}`, input: z.object({}), errors, handler: () => 1 });
+    expect(define(['lower_case'])).toThrow(/errors\.0: must be an UPPER_SNAKE_CASE code/);
+    expect(define(['WAIT_TIMEOUT'])).toThrow(/errors\.0: is a built-in code, reserved for the library/);
+    expect(define(['TWICE', 'TWICE'])).toThrow(/errors: must not repeat a code/);
+  });
+
+  it('refuses an errorCodes entry or a defaultErrorCode the task does not declare (code built in JavaScript)', () => {
+    const untyped = app as unknown as { task(config: Record<string, unknown>): unknown };
+    expect(() =>
+      untyped.task({
+        name: 'codes.mapped',
+        input: z.object({}),
+        errors: ['DECLARED'],
+        errorCodes: [[RangeError, 'OTHER']],
+        defaultErrorCode: 'ALSO_OTHER',
+        handler: () => 1,
+      }),
+    ).toThrow(
+      /errorCodes\.0: is not one of the task's errors \(got "OTHER"\)\n {2}- defaultErrorCode: is not one of the task's errors \(got "ALSO_OTHER"\)/,
+    );
+  });
+});
+
 describe('small things', () => {
   it('--version prints the package version', async () => {
     const { version } = JSON.parse(readFileSync('package.json', 'utf8')) as { version: string };
