@@ -13,6 +13,7 @@ export type {
   TaskContext,
   TaskWorkflowContext,
   TaskHandler,
+  TransactionOptions,
 } from './client/TaskDefinition.js';
 export { TaskHandle } from './client/TaskHandle.js';
 export type { SendCallOptions, SendOptions } from './client/send.js';
@@ -22,6 +23,7 @@ export type { BackoffStrategy, RetryPolicy } from './retry.js';
 export type { QueueConfig } from './client/config.js';
 export type { RecoveryConfig } from './recovery/config.js';
 export type { Queryable } from './db/Database.js';
+export type { TransactionClient } from './db/HeldTransaction.js';
 export type { MigrateResult } from './db/Migrator.js';
 export { startEmbeddedServer } from './db/EmbeddedServer.js';
 export type { EmbeddedServer, EmbeddedServerOptions } from './db/EmbeddedServer.js';
@@ -85,6 +87,7 @@ export {
   PayloadTooLargeError,
   SendOptionsError,
   TaskError,
+  TaskTransactionError,
   UnknownQueueError,
   WorkflowDefinitionError,
   WorkflowMismatchError,
@@ -92,6 +95,12 @@ export {
   isValidErrorCode,
   ok,
 } from './errors.js';
-export type { BuiltinErrorCode, ConfigProblem, TaskResult, ValidationIssue } from './errors.js';
+export type {
+  BuiltinErrorCode,
+  ConfigProblem,
+  TaskResult,
+  TaskTransactionErrorCode,
+  ValidationIssue,
+} from './errors.js';
 export { TASK_STATUSES, TERMINAL_STATUSES, isTerminalStatus } from './types.js';
 export type { AttemptOutcome, JsonValue, TaskAttempt, TaskInfo, TaskProgress, TaskStatus } from './types.js';
