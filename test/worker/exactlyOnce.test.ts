@@ -320,6 +320,48 @@ describe('the transactional finish', () => {
     await worker.stop();
   });
 
+  it('the fence refuses a completion over a cancel request the worker has not heard of', async () => {
+    const app = t.app();
+    const seen: unknown[] = [];
+    const work = app.task({
+      name: 'tx.cancelledUnheard',
+      input: z.object({}),
+      handler: async (_input, ctx) => {
+        try {
+          return await ctx.transaction(async (tx) => {
+            await tx.query(insertEffect, [ctx.taskId, 'cancelled']);
+            // A cancel request written without its notification (triggers off for this session), so the worker
+            // learns of it only from the fence; its poll for cancel requests is a minute away.
+            const side = await t.pool.connect();
+            try {
+              await side.query("SET session_replication_role = 'replica'");
+              await side.query(
+                `UPDATE "${t.schema}".horsies_tasks SET cancel_requested_at = now() WHERE id = $1`,
+                [ctx.taskId],
+              );
+              await side.query("SET session_replication_role = 'origin'");
+            } finally {
+              side.release();
+            }
+            return 'done';
+          });
+        } catch (error) {
+          seen.push(error);
+          throw error;
+        }
+      },
+    });
+    const worker = createWorker(app, { maintenance: false, pollIntervalMs: 60_000 });
+    await worker.start();
+    const handle = await work.send({});
+    const result = await handle.result({ timeoutMs: 10_000 });
+    expect(result.ok ? null : result.error.code).toBe('TASK_CANCELLED');
+    expect((seen[0] as TaskTransactionError).code).toBe('TASK_CLAIM_LOST');
+    expect(await effects(handle.id)).toEqual([]);
+    expect(await attempts(handle.id)).toEqual([[1, 'FAILED', 'TASK_CANCELLED']]);
+    await worker.stop();
+  });
+
   it('heartbeats go on while transactions hold every handler, even with a small app pool', async () => {
     const recovery = {
       runnerHeartbeatIntervalMs: 100,
