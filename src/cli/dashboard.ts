@@ -2,7 +2,8 @@
 import { createServer } from 'node:http';
 import { isIP } from 'node:net';
 import { Command, InvalidArgumentError } from 'commander';
-import { Database } from '../db/Database.js';
+import { Database, connectionFault } from '../db/Database.js';
+import { checkSchema } from '../db/Migrator.js';
 import { HorsiesError } from '../errors.js';
 import { loadApp } from '../client/loadApp.js';
 import { createDashboard } from '../dashboard/Dashboard.js';
@@ -67,6 +68,11 @@ export function addDashboardCommand(program: Command): void {
           poolSize: 4,
         });
       }
+      // A database that cannot be reached or a schema not migrated is said now, not on the first page load.
+      await checkSchema(db).catch(async (error: unknown) => {
+        await (app ? app.close() : db.end());
+        throw connectionFault(error, db.target) ?? error;
+      });
       const dashboard = createDashboard(db, { token, hideData: options.hideData });
       const server = createServer(dashboard.handle);
       await new Promise<void>((resolve, reject) => {

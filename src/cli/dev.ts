@@ -118,6 +118,11 @@ async function runDev(modulePath: string, options: DevOptions): Promise<void> {
   if (url) {
     say(`database ${maskDatabaseUrl(url)}`);
   } else {
+    if (process.env.DATABASE_URL) {
+      say(
+        'DATABASE_URL is set but not used: the loop runs on its own server (pass --database-url to use yours)',
+      );
+    }
     const folder = options.dataDir ? resolve(options.dataDir) : join(root, DEV_FOLDER);
     mkdirSync(folder, { recursive: true });
     // The folder ignores itself, so nothing of it is ever committed.
