@@ -406,6 +406,77 @@ describe('the transactional finish', () => {
     await Promise.all([worker.stop(), reaper.stop()]);
   });
 
+  it('a shutdown stops a transaction with policy stop (rolled back) and lets one with continue commit', async () => {
+    const app = t.app();
+    const entered = { stop: gate(), continue: gate() };
+    const finishLine = gate();
+    const make = (policy: 'stop' | 'continue') =>
+      app.task({
+        name: `tx.shutdown.${policy}`,
+        input: z.object({}),
+        shutdown: policy,
+        handler: (_input, ctx) =>
+          ctx.transaction(async (tx) => {
+            await tx.query(insertEffect, [ctx.taskId, policy]);
+            entered[policy].open();
+            await finishLine.wait;
+            await tx.query('SELECT 1');
+            return policy;
+          }),
+      });
+    const stopping = make('stop');
+    const continuing = make('continue');
+    // A short grace: the stopped handler ignores its signal, and its outcome is written once the grace is over.
+    const worker = createWorker(app, { maintenance: false, concurrency: 2, abortGraceMs: 200 });
+    await worker.start();
+    const [s, c] = [await stopping.send({}), await continuing.send({})];
+    await Promise.all([entered.stop.wait, entered.continue.wait]);
+    const stopped = worker.stop();
+    // The stop policy's abort has ended its transaction before the handlers go on.
+    await eventually(async () => {
+      const r = await s.result({ timeoutMs: 50 });
+      return !r.ok && r.error.code !== 'WAIT_TIMEOUT' ? r : undefined;
+    });
+    finishLine.open();
+    await stopped;
+    const rs = await s.result({ timeoutMs: 1_000 });
+    expect(rs.ok ? null : rs.error.code).toBe('WORKER_SHUTDOWN');
+    expect(await c.result({ timeoutMs: 1_000 })).toEqual({ ok: true, value: 'continue' });
+    expect(await effects(s.id)).toEqual([]);
+    expect(await effects(c.id)).toEqual(['continue']);
+  });
+
+  it('takes the connection from a pool the handler names', async () => {
+    const app = t.app();
+    let acquired = 0;
+    const own = t.pool;
+    const onAcquire = (): void => {
+      acquired += 1;
+    };
+    own.on('acquire', onAcquire);
+    const work = app.task({
+      name: 'tx.ownPool',
+      input: z.object({}),
+      handler: (_input, ctx) =>
+        ctx.transaction(
+          async (tx) => {
+            await tx.query(insertEffect, [ctx.taskId, 'own pool']);
+            return 'ok';
+          },
+          { pool: own },
+        ),
+    });
+    const worker = createWorker(app, { maintenance: false });
+    await worker.start();
+    const before = acquired;
+    const handle = await work.send({});
+    expect(await handle.result({ timeoutMs: 10_000 })).toEqual({ ok: true, value: 'ok' });
+    expect(acquired).toBeGreaterThan(before);
+    expect(await effects(handle.id)).toEqual(['own pool']);
+    own.off('acquire', onAcquire);
+    await worker.stop();
+  });
+
   it('refuses a blocking task, with a message that says why', async () => {
     const worker = createWorker(fixture.app, {
       maintenance: false,
