@@ -10,6 +10,9 @@
  *      └─ lost (not run)          ├─ cancel request    ├─ error            → FAILED
  *                                 └─ shutdown          └─ cancelled        → CANCELLED
  *
+ * A handler that finishes through `ctx.transaction` (see TransactionalFinish.ts) has its COMPLETED outcome written in
+ * its own transaction: the run then reports it as written (`onCommitted`) instead of handing it to the completer.
+ *
  * A stop (timeout, cancel, shutdown) fires the handler's AbortSignal and gives it `abortGraceMs` to return. A
  * handler that ignores the signal is left behind: its outcome is decided without it, its slot is freed, and the
  * leak is logged.

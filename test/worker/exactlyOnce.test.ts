@@ -2,8 +2,9 @@
  * The transactional finish (`ctx.transaction`): a handler's writes and its task's completion commit together or
  * not at all. Covered: the commit with a send inside; a TaskError or a throw rolling back; a claim lost in the
  * middle of the callback (caught by the fence, or by the heartbeats' abort), after which the task runs again and
- * completes once; a timeout and a cancel ending the transaction; heartbeats going on while it runs; blocking tasks
- * and a second call refused; the workflow step following the commit.
+ * completes once; a timeout, a cancel (heard by the worker, or only by the fence) and a shutdown ending the
+ * transaction; heartbeats going on while it runs; a pool the handler names; blocking tasks and a second call refused;
+ * the workflow step following the commit.
  */
 import { afterAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
