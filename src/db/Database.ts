@@ -252,8 +252,7 @@ export function checkDatabaseUrl(url: string): void {
   if (hosts.includes(',')) return;
   for (const candidate of [url, encodeURI(url).replace(/%25(\d\d)/g, '%$1')]) {
     try {
-      const parsed = new URL(candidate);
-      if (parsed.hostname === '' && !parsed.searchParams.has('host')) break;
+      new URL(candidate); // an empty host is libpq's default socket: fine
       return;
     } catch {
       // try the next form
