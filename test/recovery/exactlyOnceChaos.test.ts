@@ -9,7 +9,14 @@ import { runFaultRun } from '../support/exactlyOnceFaults.js';
 
 it("writes each completed task's effect exactly once under SIGKILLs and a PostgreSQL restart", async () => {
   const seed = Number(process.env.HORSIES_CHAOS_SEED ?? Date.now() % 1_000_000);
-  const summary = await runFaultRun({ kills: 6, workers: 3, restartAfterKills: 3, minUptimeMs: 500, seed });
+  const summary = await runFaultRun({
+    kills: 6,
+    workers: 3,
+    restartAfterKills: 3,
+    minUptimeMs: 500,
+    batch: 100,
+    seed,
+  });
   console.log(`transactional finish fault run: ${JSON.stringify(summary)}`);
   expect(summary.kills).toBe(6);
   expect(summary.serverRestarts).toBe(1);
