@@ -105,6 +105,12 @@ describe('the transactional finish', () => {
 
   it('rolls back on a returned TaskError, records the failure, and commits once on the retry', async () => {
     const app = t.app();
+    // Its rows show which sends survived.
+    const followUp = app.task({
+      name: 'tx.followUp',
+      input: z.object({ attempt: z.number() }),
+      handler: () => 0,
+    });
     const work = app.task({
       name: 'tx.flaky',
       input: z.object({}),
@@ -112,6 +118,7 @@ describe('the transactional finish', () => {
       handler: (_input, ctx) =>
         ctx.transaction(async (tx) => {
           await tx.query(insertEffect, [ctx.taskId, `attempt ${ctx.attempt}`]);
+          await followUp.send({ attempt: ctx.attempt }, { tx });
           return ctx.attempt === 1 ? new TaskError('FLAKY', 'first attempt fails') : 'second';
         }),
     });
@@ -120,6 +127,11 @@ describe('the transactional finish', () => {
     const handle = await work.send({});
     expect(await handle.result({ timeoutMs: 10_000 })).toEqual({ ok: true, value: 'second' });
     expect(await effects(handle.id)).toEqual(['attempt 2']);
+    // The send of the rolled-back attempt is gone with it.
+    const sent = await t.query<{ kwargs: { attempt: number } }>(
+      "SELECT kwargs FROM {{schema}}.horsies_tasks WHERE task_name = 'tx.followUp'",
+    );
+    expect(sent.map((r) => r.kwargs.attempt)).toEqual([2]);
     expect(await attempts(handle.id)).toEqual([
       [1, 'FAILED', 'FLAKY'],
       [2, 'COMPLETED', null],
