@@ -103,6 +103,29 @@ describe('the transactional finish', () => {
     await worker.stop();
   });
 
+  it('runs at the isolation level the callback sets first', async () => {
+    const app = t.app();
+    const work = app.task({
+      name: 'tx.serializable',
+      input: z.object({}),
+      handler: (_input, ctx) =>
+        ctx.transaction(async (tx) => {
+          await tx.query('SET TRANSACTION ISOLATION LEVEL SERIALIZABLE');
+          await tx.query(insertEffect, [ctx.taskId, 'serializable']);
+          const { rows } = await tx.query<{ level: string }>('SELECT current_setting($1) AS level', [
+            'transaction_isolation',
+          ]);
+          return rows[0]!.level;
+        }),
+    });
+    const worker = createWorker(app, { maintenance: false });
+    await worker.start();
+    const handle = await work.send({});
+    expect(await handle.result({ timeoutMs: 10_000 })).toEqual({ ok: true, value: 'serializable' });
+    expect(await effects(handle.id)).toEqual(['serializable']);
+    await worker.stop();
+  });
+
   it('rolls back on a returned TaskError, records the failure, and commits once on the retry', async () => {
     const app = t.app();
     // Its rows show which sends survived.
