@@ -59,8 +59,11 @@ export class Worker extends EventEmitter<WorkerEvents> {
     const blocking = [...host.tasks.values()].some((t) => t.policies.blocking);
     this.config = resolveWorkerConfig(config, host.config.queues, blocking);
     this.logger = host.logger.child({ workerId: this.config.identity.workerId });
-    this.workflows = new WorkflowStepper(host.db, (workflowId, error) =>
-      this.fail(`workflow ${workflowId}: step failed; the recovery pass will redo it`, error),
+    this.workflows = new WorkflowStepper(
+      host.db,
+      (workflowId, error) =>
+        this.fail(`workflow ${workflowId}: step failed; the recovery pass will redo it`, error),
+      host.workflows,
     );
     this.finishHooks = [(written) => this.workflows.add(written)];
     this.parts = assemble(host, this.config, this.logger, {

@@ -31,6 +31,7 @@ import { ThreadPool } from './ThreadPool.js';
 import { TransactionalFinish } from './TransactionalFinish.js';
 import { Scheduler } from '../scheduler/Scheduler.js';
 import type { ScheduleConfig } from '../scheduler/declare.js';
+import type { ChildWorkflows } from '../workflow/step.js';
 
 /** What a worker needs of the app it runs: an `App` is one. */
 export interface WorkerHost {
@@ -47,6 +48,8 @@ export interface WorkerHost {
   readonly metrics?: HorsiesMetrics | null;
   /** Spans for runs (the app's tracer). Default: none. */
   readonly tracer?: TaskTracer | null;
+  /** Workflows that subworkflow nodes start, by name (an app's registry). Default: none. */
+  readonly workflows?: ChildWorkflows;
 }
 
 /** Events a worker emits; tests and monitoring await them. */
@@ -193,7 +196,12 @@ export function assemble(
         // Its workflow's step gives the node back (READY, the never-run task withdrawn).
         if (reason === 'stopped') {
           void sink.afterFinish([
-            { id: task.id, status: 'STOPPED', workflow_id: task.workflow_id, workflow_node: task.workflow_node },
+            {
+              id: task.id,
+              status: 'STOPPED',
+              workflow_id: task.workflow_id,
+              workflow_node: task.workflow_node,
+            },
           ]);
         }
       },
@@ -286,6 +294,7 @@ export function assemble(
       clock: cfg.clock,
       afterFinish: sink.afterFinish,
       metrics,
+      workflows: host.workflows,
     }),
     logger,
     scheduler ? [scheduler] : [],

@@ -33,7 +33,7 @@ import {
 } from '../db/workflows.js';
 import type { WorkflowRow, WorkflowStatus } from '../db/workflows.js';
 import { step, stepParent } from './step.js';
-import type { ChildWorkflows } from './step.js';
+import type { ChildWorkflows, StepResult } from './step.js';
 
 /** What a control operation did. */
 export interface ControlResult {
@@ -94,6 +94,31 @@ export async function pauseWorkflow(db: Database, id: string): Promise<ControlRe
 }
 
 /**
+ * PAUSED → RUNNING for the paused runs of a locked tree, parents first, each then stepped as recovery steps it
+ * (PENDING nodes re-evaluated, READY ones enqueued or their children started, a run with nothing left finished),
+ * and the queues of their held retries woken. Returns the ids resumed and the steps' results by id.
+ */
+async function resumeTree(
+  db: Database,
+  tx: Queryable,
+  tree: WorkflowRow[],
+  children: ChildWorkflows | undefined,
+): Promise<{ resumed: string[]; steps: Map<string, StepResult> }> {
+  const resumed = new Set(
+    (
+      await db.run(WorkflowSetStatus, { ids: tree.map((w) => w.id), from: ['PAUSED'], to: 'RUNNING' }, tx)
+    ).map((r) => r.id),
+  );
+  const steps = new Map<string, StepResult>();
+  // Parents first: a parent's step may end it; a child's never touches its parent here.
+  for (const w of tree.filter((t) => resumed.has(t.id))) {
+    steps.set(w.id, await step(db, tx, w.id, { nodes: null, repair: true, children }));
+  }
+  await db.run(WorkflowWakeHeld, { ids: [...resumed], schema: db.schema }, tx);
+  return { resumed: [...resumed], steps };
+}
+
+/**
  * Resumes a PAUSED workflow and its paused descendants: each RUNNING again, its PENDING nodes re-evaluated,
  * READY ones enqueued (subworkflow nodes start their child), held retries woken; one with nothing left to run
  * completes.
@@ -109,20 +134,9 @@ export async function resumeWorkflow(
     if (!root) return { status: null, changed: [] };
     if (root.status !== 'PAUSED') return { status: root.status, changed: [] };
     const tree = [root, ...(await lockDescendants(db, tx, root))];
-    const resumed = (
-      await db.run(WorkflowSetStatus, { ids: tree.map((w) => w.id), from: ['PAUSED'], to: 'RUNNING' }, tx)
-    ).map((r) => r.id);
-    let status: WorkflowStatus | null = 'RUNNING';
-    // Parents first: a parent's step may end it, a child's never touches the parent here.
-    for (const w of tree.filter((t) => resumed.includes(t.id))) {
-      const stepped = await step(db, tx, w.id, { nodes: null, repair: true, children });
-      if (w.id === id) {
-        status = stepped.status;
-        parent = stepped.parent;
-      }
-    }
-    await db.run(WorkflowWakeHeld, { ids: resumed, schema: db.schema }, tx);
-    return { status, changed: resumed };
+    const { resumed, steps } = await resumeTree(db, tx, tree, children);
+    parent = steps.get(id)?.parent ?? null;
+    return { status: steps.get(id)?.status ?? 'RUNNING', changed: resumed };
   });
   if (parent) await stepParent(db, parent, children);
   return result;
@@ -167,7 +181,7 @@ export async function cancelWorkflow(
 /**
  * Runs the FAILED nodes of a FAILED or PAUSED workflow again, with the nodes that were SKIPPED after them: they
  * go back to PENDING, the workflow to RUNNING, and a step enqueues what is ready. COMPLETED nodes keep their
- * results. A FAILED subworkflow node starts a new child.
+ * results. A FAILED subworkflow node starts a new child. A PAUSED run's paused descendants resume with it.
  */
 export async function retryFailedWorkflow(
   db: Database,
@@ -180,11 +194,14 @@ export async function retryFailedWorkflow(
     if (!root) return { status: null, changed: [], reopened: 0 };
     if (root.status !== 'FAILED' && root.status !== 'PAUSED')
       return { status: root.status, changed: [], reopened: 0 };
+    // A paused run's children were paused with it: they run again with it.
+    const descendants = root.status === 'PAUSED' ? await lockDescendants(db, tx, root) : [];
     const reopened = await db.run(WorkflowNodeReopen, { workflowId: id }, tx);
     await db.run(WorkflowReopen, { id }, tx);
     const stepped = await step(db, tx, id, { nodes: null, repair: true, children });
+    const { resumed } = await resumeTree(db, tx, descendants, children);
     parent = stepped.parent;
-    return { status: stepped.status, changed: [id], reopened: reopened.length };
+    return { status: stepped.status, changed: [id, ...resumed], reopened: reopened.length };
   });
   if (parent) await stepParent(db, parent, children);
   return result;
