@@ -14,7 +14,7 @@ import pg from 'pg';
 import { from as copyFrom } from 'pg-copy-streams';
 import type { Database, Queryable } from './Database.js';
 import { renderSql } from './Database.js';
-import type { TaskInsert } from './tasks.js';
+import type { TaskInsert, TraceCarrier } from './tasks.js';
 
 /** Which enqueue time the rows of a copy state: none (the column default, `now()`), or each task's `runAt`. */
 export type CopyShape = 'now' | 'runAt';
@@ -101,9 +101,11 @@ async function streamRows(
 
 // Rows are written lazily, a chunk at a time, so that writing them overlaps with the server storing earlier ones.
 function* rowChunks(tasks: readonly TaskInsert[], shape: CopyShape, traced: boolean): Generator<string> {
+  // The tasks of one send share one trace context object: it is written out once.
+  const traces = new Map<TraceCarrier, string>();
   let chunk = '';
   for (const task of tasks) {
-    chunk += traced ? `${copyRow(task, shape).slice(0, -1)}\t${traceText(task)}\n` : copyRow(task, shape);
+    chunk += copyRow(task, shape, traced ? `\t${traceText(task, traces)}` : '');
     if (chunk.length >= CHUNK_CHARS) {
       yield chunk;
       chunk = '';
@@ -112,18 +114,25 @@ function* rowChunks(tasks: readonly TaskInsert[], shape: CopyShape, traced: bool
   if (chunk.length > 0) yield chunk;
 }
 
-/** One task as a line of COPY's text format, in the order of {@link COLUMNS}. */
-function copyRow(task: TaskInsert, shape: CopyShape): string {
+/** One task as a line of COPY's text format, in the order of {@link COLUMNS}; `trace` is the last field, if any. */
+function copyRow(task: TaskInsert, shape: CopyShape, trace: string): string {
   const line =
     `${text(task.id)}\t${text(task.taskName)}\t${text(task.queueName)}\t${task.priority}\t${text(task.kwargs)}\t` +
     `${task.goodUntil === null ? NULL : task.goodUntil.toISOString()}\t${task.maxRetries}\t` +
     `${task.retentionMs ?? NULL}\t${task.taskOptions === null ? NULL : text(task.taskOptions)}`;
-  return shape === 'runAt' ? `${line}\t${(task.runAt as Date).toISOString()}\n` : `${line}\n`;
+  return shape === 'runAt' ? `${line}\t${(task.runAt as Date).toISOString()}${trace}\n` : `${line}${trace}\n`;
 }
 
-/** A task's trace context as a COPY field (JSON text), or NULL. */
-function traceText(task: TaskInsert): string {
-  return task.traceContext ? text(JSON.stringify(task.traceContext)) : NULL;
+/** A task's trace context as a COPY field (JSON text), or NULL; `seen` keeps those already written. */
+function traceText(task: TaskInsert, seen: Map<TraceCarrier, string>): string {
+  const carrier = task.traceContext;
+  if (!carrier) return NULL;
+  let field = seen.get(carrier);
+  if (field === undefined) {
+    field = text(JSON.stringify(carrier));
+    seen.set(carrier, field);
+  }
+  return field;
 }
 
 /** A value escaped for COPY's text format: backslash, tab, newline and carriage return. */

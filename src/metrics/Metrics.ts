@@ -9,8 +9,10 @@
  * as `other`; error codes are the built-in ones plus the first {@link MetricsOptions.maxErrorCodes} others seen,
  * after which a new code is counted as `OTHER`.
  */
-import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { Gauge, Registry } from 'prom-client';
 import { BUILTIN_ERROR_CODES } from '../errors.js';
+import { BucketHistogram, BufferedCounter } from './buffered.js';
+import type { CountSeries, ObserveSeries } from './buffered.js';
 
 /** Settings of {@link HorsiesMetrics}. */
 export interface MetricsOptions {
@@ -45,19 +47,22 @@ const RUN_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30
 const WAIT_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600, 21600];
 
 interface TaskSeries {
-  sent: Counter.Internal;
-  started: Counter.Internal;
-  completed: Counter.Internal;
-  cancelled: Counter.Internal;
-  expired: Counter.Internal;
-  requeued: Counter.Internal;
-  duration: Histogram.Internal<string>;
-  wait: Histogram.Internal<string>;
+  sent: CountSeries;
+  started: CountSeries;
+  completed: CountSeries;
+  cancelled: CountSeries;
+  expired: CountSeries;
+  requeued: CountSeries;
+  duration: ObserveSeries;
+  wait: ObserveSeries;
 }
 
+type ByTask = 'queue' | 'task';
+type ByCode = 'queue' | 'task' | 'error_code';
+
 /**
- * The library's metrics in one registry (`app.metrics.registry`). Every method is cheap: the labelled series
- * of a (queue, task) pair are looked up once and kept.
+ * The library's metrics in one registry (`app.metrics.registry`). Every method is cheap: the series of a
+ * (queue, task) pair are made once and kept, and counting them is an addition (see `buffered.ts`).
  */
 export class HorsiesMetrics {
   /** The registry holding every horsies metric; serve it with `registry.metrics()`. */
@@ -67,18 +72,18 @@ export class HorsiesMetrics {
   private readonly maxErrorCodes: number;
   private readonly codes = new Set<string>(BUILTIN_ERROR_CODES);
   private readonly series = new Map<string, TaskSeries>();
-  private readonly coded = new Map<string, Counter.Internal>();
+  private readonly coded = new Map<string, CountSeries>();
 
-  private readonly sentTotal: Counter<'queue' | 'task'>;
-  private readonly startedTotal: Counter<'queue' | 'task'>;
-  private readonly completedTotal: Counter<'queue' | 'task'>;
-  private readonly failedTotal: Counter<'queue' | 'task' | 'error_code'>;
-  private readonly retriedTotal: Counter<'queue' | 'task' | 'error_code'>;
-  private readonly expiredTotal: Counter<'queue' | 'task'>;
-  private readonly cancelledTotal: Counter<'queue' | 'task'>;
-  private readonly requeuedTotal: Counter<'queue' | 'task'>;
-  private readonly runDuration: Histogram<'queue' | 'task'>;
-  private readonly queueWait: Histogram<'queue' | 'task'>;
+  private readonly sentTotal: BufferedCounter<ByTask>;
+  private readonly startedTotal: BufferedCounter<ByTask>;
+  private readonly completedTotal: BufferedCounter<ByTask>;
+  private readonly failedTotal: BufferedCounter<ByCode>;
+  private readonly retriedTotal: BufferedCounter<ByCode>;
+  private readonly expiredTotal: BufferedCounter<ByTask>;
+  private readonly cancelledTotal: BufferedCounter<ByTask>;
+  private readonly requeuedTotal: BufferedCounter<ByTask>;
+  private readonly runDuration: BucketHistogram;
+  private readonly queueWait: BucketHistogram;
   private readonly pending: Gauge<'queue'>;
   private readonly claimed: Gauge<'queue'>;
   private readonly running: Gauge<'queue'>;
@@ -92,12 +97,12 @@ export class HorsiesMetrics {
     this.isTaskName = options.isTaskName;
     this.maxErrorCodes = options.maxErrorCodes ?? 50;
     const registers = [this.registry];
-    const counter = <L extends string>(name: string, help: string, labelNames: L[]): Counter<L> =>
-      new Counter({ name, help, labelNames, registers });
+    const counter = <L extends string>(name: string, help: string, labelNames: L[]): BufferedCounter<L> =>
+      new BufferedCounter(name, help, labelNames, this.registry);
     const gauge = <L extends string>(name: string, help: string, labelNames: L[]): Gauge<L> =>
       new Gauge({ name, help, labelNames, registers });
-    const byTask: ('queue' | 'task')[] = ['queue', 'task'];
-    const byCode: ('queue' | 'task' | 'error_code')[] = ['queue', 'task', 'error_code'];
+    const byTask: ByTask[] = ['queue', 'task'];
+    const byCode: ByCode[] = ['queue', 'task', 'error_code'];
     this.sentTotal = counter('horsies_tasks_sent_total', 'Tasks sent by this process.', byTask);
     this.startedTotal = counter('horsies_tasks_started_total', 'Runs started by this process.', byTask);
     this.completedTotal = counter('horsies_tasks_completed_total', 'Tasks this process completed.', byTask);
@@ -122,20 +127,18 @@ export class HorsiesMetrics {
       'Claimed tasks the reaper of this process handed back to PENDING (their claimer went silent).',
       byTask,
     );
-    this.runDuration = new Histogram({
-      name: 'horsies_task_run_duration_seconds',
-      help: 'Time from the start of a run to its outcome, in this process.',
-      labelNames: byTask,
-      buckets: RUN_BUCKETS,
-      registers,
-    });
-    this.queueWait = new Histogram({
-      name: 'horsies_task_queue_wait_seconds',
-      help: 'Time from a task becoming claimable (enqueued_at, moved by a retry delay) to its start.',
-      labelNames: byTask,
-      buckets: WAIT_BUCKETS,
-      registers,
-    });
+    this.runDuration = new BucketHistogram(
+      'horsies_task_run_duration_seconds',
+      'Time from the start of a run to its outcome, in this process.',
+      RUN_BUCKETS,
+      this.registry,
+    );
+    this.queueWait = new BucketHistogram(
+      'horsies_task_queue_wait_seconds',
+      'Time from a task becoming claimable (enqueued_at, moved by a retry delay) to its start.',
+      WAIT_BUCKETS,
+      this.registry,
+    );
     this.pending = gauge(
       'horsies_queue_pending_tasks',
       'PENDING tasks per queue (maintenance leader only).',
@@ -259,38 +262,42 @@ export class HorsiesMetrics {
   }
 
   private of(queue: string, task: string): TaskSeries {
-    const key = `${queue}\u0000${task}`;
+    // Keyed by label values: names outside the declared set share the `other` series, so the map stays bounded.
+    const labels = { queue: this.queueLabel(queue), task: this.taskLabel(task) };
+    const key = `${labels.queue}\u0000${labels.task}`;
     let s = this.series.get(key);
     if (s === undefined) {
-      const labels = [this.queueLabel(queue), this.taskLabel(task)];
       s = {
-        sent: this.sentTotal.labels(...labels),
-        started: this.startedTotal.labels(...labels),
-        completed: this.completedTotal.labels(...labels),
-        cancelled: this.cancelledTotal.labels(...labels),
-        expired: this.expiredTotal.labels(...labels),
-        requeued: this.requeuedTotal.labels(...labels),
-        duration: this.runDuration.labels(...labels),
-        wait: this.queueWait.labels(...labels),
+        sent: this.sentTotal.child(labels),
+        started: this.startedTotal.child(labels),
+        completed: this.completedTotal.child(labels),
+        cancelled: this.cancelledTotal.child(labels),
+        expired: this.expiredTotal.child(labels),
+        requeued: this.requeuedTotal.child(labels),
+        duration: this.runDuration.child(labels),
+        wait: this.queueWait.child(labels),
       };
-      // Names outside the declared set all map to `other`; keep the map bounded by the declared pairs too.
-      if (this.series.size < 10_000) this.series.set(key, s);
+      this.series.set(key, s);
     }
     return s;
   }
 
   private withCode(
-    counter: Counter<'queue' | 'task' | 'error_code'>,
+    counter: BufferedCounter<ByCode>,
     queue: string,
     task: string,
     errorCode: string | null,
-  ): Counter.Internal {
-    const code = this.codeLabel(errorCode ?? 'UNHANDLED_ERROR');
-    const key = `${counter === this.failedTotal ? 'f' : 'r'}\u0000${queue}\u0000${task}\u0000${code}`;
+  ): CountSeries {
+    const labels = {
+      queue: this.queueLabel(queue),
+      task: this.taskLabel(task),
+      error_code: this.codeLabel(errorCode ?? 'UNHANDLED_ERROR'),
+    };
+    const key = `${counter === this.failedTotal ? 'f' : 'r'}\u0000${labels.queue}\u0000${labels.task}\u0000${labels.error_code}`;
     let child = this.coded.get(key);
     if (child === undefined) {
-      child = counter.labels(this.queueLabel(queue), this.taskLabel(task), code);
-      if (this.coded.size < 10_000) this.coded.set(key, child);
+      child = counter.child(labels);
+      this.coded.set(key, child);
     }
     return child;
   }

@@ -53,6 +53,9 @@ export interface RunSpan {
 
 /** Makes the spans of sends and runs (see the module comment). */
 export class TaskTracer {
+  /** Parent contexts by stored traceparent: the tasks of one send share theirs, and a worker runs many of them. */
+  private readonly parents = new Map<string, Otel.Context | null>();
+
   private constructor(
     private readonly api: OtelApi,
     private readonly tracer: Otel.Tracer,
@@ -128,7 +131,7 @@ export class TaskTracer {
   /** Starts the span of one run of `task`, a child of the context its sender stored (or a root without one). */
   startRun(task: ClaimedTaskRow, attempt: number): RunSpan {
     const { SpanKind, SpanStatusCode, context, trace } = this.api;
-    const parent = fromCarrier(this.api, task.trace_context);
+    const parent = this.parentOf(task.trace_context);
     const attributes: Otel.Attributes = {
       'messaging.system': SYSTEM,
       'messaging.operation.type': 'process',
@@ -143,23 +146,38 @@ export class TaskTracer {
       attributes['horsies.workflow.id'] = task.workflow_id;
       if (task.workflow_node !== null) attributes['horsies.workflow.node'] = task.workflow_node;
     }
+    const base = parent ?? context.active();
     const span = this.tracer.startSpan(
       `process ${task.queue_name}`,
       { kind: SpanKind.CONSUMER, attributes },
-      parent ?? context.active(),
+      base,
     );
-    const active = trace.setSpan(parent ?? context.active(), span);
+    const active = trace.setSpan(base, span);
     return {
       within: (fn) => context.with(active, fn),
       end: (finish) => {
-        span.setAttribute('horsies.task.outcome', finish.status);
         if (finish.errorCode !== null && finish.status !== 'COMPLETED') {
-          span.setAttribute('error.type', finish.errorCode);
+          span.setAttributes({ 'horsies.task.outcome': finish.status, 'error.type': finish.errorCode });
           span.setStatus({ code: SpanStatusCode.ERROR, message: finish.errorMessage ?? finish.errorCode });
+        } else {
+          span.setAttribute('horsies.task.outcome', finish.status);
         }
         span.end();
       },
     };
+  }
+
+  // The remote parent a stored context stands for, read once per distinct context (at most 1,000 kept).
+  private parentOf(carrier: TraceCarrier | null): Otel.Context | null {
+    if (!carrier) return null;
+    const key = carrier.tracestate ? `${carrier.traceparent} ${carrier.tracestate}` : carrier.traceparent;
+    let parent = this.parents.get(key);
+    if (parent === undefined) {
+      parent = fromCarrier(this.api, carrier);
+      if (this.parents.size >= 1_000) this.parents.clear();
+      this.parents.set(key, parent);
+    }
+    return parent;
   }
 }
 
