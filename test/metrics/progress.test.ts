@@ -13,6 +13,7 @@ import { runCli } from '../support/cli.js';
 import { databaseUrl, eventually, useTestSchema } from '../support/db.js';
 import { listenTo } from '../support/notifications.js';
 import { serveDashboard } from '../dashboard/support.js';
+import { fixtureModule, importFixture } from '../support/fixtures.js';
 
 const t = await useTestSchema();
 
@@ -194,6 +195,30 @@ describe('ctx.progress', () => {
       hold.open();
       await worker.stop();
       await stream.body?.cancel();
+    }
+  });
+
+  it('comes from the thread of a blocking task too', async () => {
+    // The thread loads the app module again, with the environment as it is when it starts: keep it set.
+    const fixture = await importFixture(
+      { schema: t.schema, keep: true },
+      () => import('../fixtures/progressApp.js'),
+    );
+    const worker = createWorker(fixture.app, {
+      appModule: fixtureModule('progressApp.ts'),
+      blockingThreads: 1,
+    });
+    await worker.start();
+    try {
+      const handle = await fixture.crunch.send({ steps: 50 });
+      expect(await handle.result({ timeoutMs: 20_000 })).toEqual({ ok: true, value: 50 });
+      expect((await fixture.app.getTask(handle.id))?.progress).toMatchObject({
+        value: { done: 50, total: 50, thread: true },
+        attempt: 1,
+      });
+    } finally {
+      await worker.stop();
+      await fixture.app.close();
     }
   });
 });
