@@ -83,13 +83,33 @@ export async function pauseTree(db: Database, tx: Queryable, root: WorkflowRow):
   return paused.map((p) => p.id);
 }
 
-/** Pauses a RUNNING workflow and its running children; a workflow that is not RUNNING is left as it is. */
-export async function pauseWorkflow(db: Database, id: string): Promise<ControlResult> {
-  return db.transaction(async (tx) => {
+/** A parent node to step once a control operation on its child has committed. */
+type ParentNode = { id: string; node: number } | null;
+
+/**
+ * Runs a control operation: `act` gets the named workflow locked (undefined when there is none) in one
+ * transaction; a parent node it names steps after the commit, in its own transaction (parents are never locked
+ * after their children).
+ */
+async function control<R>(
+  db: Database,
+  id: string,
+  children: ChildWorkflows | undefined,
+  act: (tx: Queryable, root: WorkflowRow | undefined) => Promise<{ result: R; parent?: ParentNode }>,
+): Promise<R> {
+  const { result, parent } = await db.transaction(async (tx) => {
     const [root] = await db.run(WorkflowLock, { id, waitForFlush: true }, tx);
-    if (!root) return { status: null, changed: [] };
-    if (root.status !== 'RUNNING') return { status: root.status, changed: [] };
-    return { status: 'PAUSED', changed: await pauseTree(db, tx, root) };
+    return act(tx, root);
+  });
+  if (parent) await stepParent(db, parent, children);
+  return result;
+}
+
+/** Pauses a RUNNING workflow and its running children; a workflow that is not RUNNING is left as it is. */
+export function pauseWorkflow(db: Database, id: string): Promise<ControlResult> {
+  return control<ControlResult>(db, id, undefined, async (tx, root) => {
+    if (root?.status !== 'RUNNING') return { result: { status: root?.status ?? null, changed: [] } };
+    return { result: { status: 'PAUSED', changed: await pauseTree(db, tx, root) } };
   });
 }
 
@@ -123,59 +143,41 @@ async function resumeTree(
  * READY ones enqueued (subworkflow nodes start their child), held retries woken; one with nothing left to run
  * completes.
  */
-export async function resumeWorkflow(
-  db: Database,
-  id: string,
-  children?: ChildWorkflows,
-): Promise<ControlResult> {
-  let parent: { id: string; node: number } | null = null;
-  const result = await db.transaction(async (tx): Promise<ControlResult> => {
-    const [root] = await db.run(WorkflowLock, { id, waitForFlush: true }, tx);
-    if (!root) return { status: null, changed: [] };
-    if (root.status !== 'PAUSED') return { status: root.status, changed: [] };
+export function resumeWorkflow(db: Database, id: string, children?: ChildWorkflows): Promise<ControlResult> {
+  return control<ControlResult>(db, id, children, async (tx, root) => {
+    if (root?.status !== 'PAUSED') return { result: { status: root?.status ?? null, changed: [] } };
     const tree = [root, ...(await lockDescendants(db, tx, root))];
     const { resumed, steps } = await resumeTree(db, tx, tree, children);
-    parent = steps.get(id)?.parent ?? null;
-    return { status: steps.get(id)?.status ?? 'RUNNING', changed: resumed };
+    const own = steps.get(id);
+    return { result: { status: own?.status ?? 'RUNNING', changed: resumed }, parent: own?.parent };
   });
-  if (parent) await stepParent(db, parent, children);
-  return result;
 }
 
 /**
  * Cancels a live workflow and every live descendant (see `WorkflowCancelMany`). When the workflow named is itself
  * a child, its parent node then fails `SUBWORKFLOW_FAILED` (a step of the parent, after the commit).
  */
-export async function cancelWorkflow(
-  db: Database,
-  id: string,
-  children?: ChildWorkflows,
-): Promise<CancelResult> {
-  let parent: { id: string; node: number } | null = null;
-  const result = await db.transaction(async (tx): Promise<CancelResult> => {
-    const [root] = await db.run(WorkflowLock, { id, waitForFlush: true }, tx);
-    if (!root) return { status: null, changed: [], tasksCancelled: 0, tasksStopping: 0 };
-    if (!LIVE.includes(root.status))
-      return { status: root.status, changed: [], tasksCancelled: 0, tasksStopping: 0 };
-    const tree = [root, ...(await lockDescendants(db, tx, root))];
-    await db.run(WorkflowTasksLock, { ids: tree.map((w) => w.id) }, tx);
-    const rows = await db.run(
-      WorkflowCancelMany,
-      { ids: tree.map((w) => w.id), channel: channels.workflowDone(db.schema) },
-      tx,
-    );
-    if (root.parent_workflow_id !== null && root.parent_node_index !== null) {
-      parent = { id: root.parent_workflow_id, node: root.parent_node_index };
+export function cancelWorkflow(db: Database, id: string, children?: ChildWorkflows): Promise<CancelResult> {
+  return control<CancelResult>(db, id, children, async (tx, root) => {
+    if (!root || !LIVE.includes(root.status)) {
+      return { result: { status: root?.status ?? null, changed: [], tasksCancelled: 0, tasksStopping: 0 } };
     }
+    const ids = [root, ...(await lockDescendants(db, tx, root))].map((w) => w.id);
+    await db.run(WorkflowTasksLock, { ids }, tx);
+    const rows = await db.run(WorkflowCancelMany, { ids, channel: channels.workflowDone(db.schema) }, tx);
     return {
-      status: 'CANCELLED',
-      changed: rows.map((r) => r.id),
-      tasksCancelled: rows.reduce((n, r) => n + r.tasks_cancelled, 0),
-      tasksStopping: rows.reduce((n, r) => n + r.tasks_stopping, 0),
+      result: {
+        status: 'CANCELLED',
+        changed: rows.map((r) => r.id),
+        tasksCancelled: rows.reduce((n, r) => n + r.tasks_cancelled, 0),
+        tasksStopping: rows.reduce((n, r) => n + r.tasks_stopping, 0),
+      },
+      parent:
+        root.parent_workflow_id !== null && root.parent_node_index !== null
+          ? { id: root.parent_workflow_id, node: root.parent_node_index }
+          : null,
     };
   });
-  if (parent) await stepParent(db, parent, children);
-  return result;
 }
 
 /**
@@ -183,26 +185,24 @@ export async function cancelWorkflow(
  * go back to PENDING, the workflow to RUNNING, and a step enqueues what is ready. COMPLETED nodes keep their
  * results. A FAILED subworkflow node starts a new child. A PAUSED run's paused descendants resume with it.
  */
-export async function retryFailedWorkflow(
+export function retryFailedWorkflow(
   db: Database,
   id: string,
   children?: ChildWorkflows,
 ): Promise<ControlResult & { reopened: number }> {
-  let parent: { id: string; node: number } | null = null;
-  const result = await db.transaction(async (tx) => {
-    const [root] = await db.run(WorkflowLock, { id, waitForFlush: true }, tx);
-    if (!root) return { status: null, changed: [], reopened: 0 };
-    if (root.status !== 'FAILED' && root.status !== 'PAUSED')
-      return { status: root.status, changed: [], reopened: 0 };
+  return control<ControlResult & { reopened: number }>(db, id, children, async (tx, root) => {
+    if (root?.status !== 'FAILED' && root?.status !== 'PAUSED') {
+      return { result: { status: root?.status ?? null, changed: [], reopened: 0 } };
+    }
     // A paused run's children were paused with it: they run again with it.
     const descendants = root.status === 'PAUSED' ? await lockDescendants(db, tx, root) : [];
     const reopened = await db.run(WorkflowNodeReopen, { workflowId: id }, tx);
     await db.run(WorkflowReopen, { id }, tx);
     const stepped = await step(db, tx, id, { nodes: null, repair: true, children });
     const { resumed } = await resumeTree(db, tx, descendants, children);
-    parent = stepped.parent;
-    return { status: stepped.status, changed: [id, ...resumed], reopened: reopened.length };
+    return {
+      result: { status: stepped.status, changed: [id, ...resumed], reopened: reopened.length },
+      parent: stepped.parent,
+    };
   });
-  if (parent) await stepParent(db, parent, children);
-  return result;
 }

@@ -139,7 +139,6 @@ describe('horsies workflows show', () => {
       .poll(async () => (await handle.nodes()).map((n) => n.status), { timeout: 10_000 })
       .toEqual(['RUNNING', 'PENDING']);
     const run = await cli('workflows', 'show', handle.id);
-    release();
     expect(run.code, run.stderr).toBe(0);
     const lines = run.stdout.split('\n');
     expect(run.stdout).toContain('status    RUNNING');
@@ -151,6 +150,8 @@ describe('horsies workflows show', () => {
       [handle.id, 'held'],
     );
     expect(stored!.status).toBe('ENQUEUED');
+    // Released only now: the row must still say ENQUEUED while the task runs.
+    release();
     expect(await handle.result({ timeoutMs: 10_000 })).toMatchObject({ ok: true });
   });
 
