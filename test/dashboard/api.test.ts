@@ -335,9 +335,10 @@ describe('live events', () => {
   it('one LISTEN connection serves every open stream, and a task finishing elsewhere reaches them', async () => {
     const streams = await Promise.all([0, 1, 2].map(() => openStream(`${readOnly.url}api/events`)));
     await eventually(async () => readOnly.dashboard.live.listening);
+    // The feed's connection listens on three channels; its last statement is one of those LISTENs.
     const listeners = await t.query<{ n: number }>(
-      `SELECT count(*)::int AS n FROM pg_stat_activity WHERE query = $1`,
-      [`LISTEN "${t.schema}:task_done"`],
+      `SELECT count(*)::int AS n FROM pg_stat_activity WHERE query = ANY ($1)`,
+      [['task_new', 'task_done', 'task_progress'].map((c) => `LISTEN "${t.schema}:${c}"`)],
     );
     expect(listeners[0]!.n).toBe(1);
     const id = await insertTask({ taskName: 'api.live', status: 'RUNNING' });
