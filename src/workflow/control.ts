@@ -10,8 +10,9 @@
  * Lock order (the one order of the whole engine): a workflow's row, then its nodes, then their tasks; and a
  * parent before its children. A tree is locked level by level from the workflow named: each level's rows in id
  * order, once its parents are held, so no child can be started under a level not yet locked. A workflow step
- * locks one workflow, and a child that ends steps its parent afterwards, in a transaction of its own; a task's
- * outcome locks only its task. So a cancel racing completions of the same workflow waits, and never deadlocks.
+ * locks one workflow, and a child that ends steps its parent afterwards, in a transaction of its own; a batch of
+ * task outcomes locks only its tasks, in id order, as a cancel does. So a cancel racing completions of the same
+ * workflow waits, and never deadlocks.
  *
  * Pause: no node becomes READY or is enqueued; running tasks finish and their results are kept; a task that
  * never ran is given back (its node READY again, the task row, which has no attempt, deleted), and one claimed
