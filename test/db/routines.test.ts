@@ -14,8 +14,8 @@ describe('routineDrift', () => {
     expect([...bodies.keys()].sort()).toEqual([...HOT_ROUTINES].sort());
     // Migration 11 returns the trace context from the claim; migration 10 defined the others last.
     expect(Object.fromEntries([...bodies].map(([name, { migration }]) => [name, migration]))).toEqual({
-      horsies_claim_tasks: 'observability',
-      horsies_start_tasks: 'workflow_control',
+      horsies_claim_tasks: 'paused_workflow_check',
+      horsies_start_tasks: 'paused_workflow_check',
       horsies_claim_and_start: 'workflow_control',
     });
     expect(await routineDrift(t.app().db)).toEqual([]);
@@ -37,7 +37,7 @@ describe('routineDrift', () => {
     );
     await t.query('DROP PROCEDURE {{schema}}.horsies_claim_and_start');
     expect(await routineDrift(app.db)).toEqual([
-      { name: 'horsies_start_tasks', problem: 'changed', migration: 'workflow_control' },
+      { name: 'horsies_start_tasks', problem: 'changed', migration: 'paused_workflow_check' },
       { name: 'horsies_claim_and_start', problem: 'missing', migration: 'workflow_control' },
     ]);
     expect(await routineDrift(app.db, ['horsies_no_such_routine'])).toEqual([
