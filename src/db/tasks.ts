@@ -472,9 +472,10 @@ export const TaskOptionsGet = statement<{ id: string }, { task_options: unknown 
 /** One task row by id. */
 export const TaskGet = statement<{ id: string }, TaskRow>(
   'TaskGet',
-  `SELECT t.*, CASE WHEN t.workflow_id IS NOT NULL THEN (
+  // The node id is stored with the task since migration 12; older rows look it up (the last column of a name wins).
+  `SELECT t.*, CASE WHEN t.workflow_id IS NOT NULL AND t.workflow_node_id IS NULL THEN (
             SELECT n.node_id FROM {{schema}}.horsies_workflow_tasks n
-            WHERE n.node_key = t.workflow_id || ':' || t.workflow_node) END AS workflow_node_id
+            WHERE n.node_key = t.workflow_id || ':' || t.workflow_node) ELSE t.workflow_node_id END AS workflow_node_id
    FROM {{schema}}.horsies_tasks t WHERE t.id = $1`,
   ({ id }) => [id],
 );

@@ -175,14 +175,14 @@ export const WorkflowNodeEnqueue = statement<
      SET status = 'ENQUEUED', task_id = i.task_id, enqueued_at = now(), updated_at = now()
      FROM input i
      WHERE n.node_key = $1 || ':' || i.node_index AND n.status = 'READY' AND n.subworkflow IS NULL
-     RETURNING n.node_index, n.task_id, n.task_name, n.queue_name, n.priority, n.max_retries, n.task_options,
-               n.good_until, i.kwargs
+     RETURNING n.node_index, n.node_id, n.task_id, n.task_name, n.queue_name, n.priority, n.max_retries,
+               n.task_options, n.good_until, i.kwargs
    ), inserted AS (
      INSERT INTO {{schema}}.horsies_tasks
        (id, task_name, queue_name, priority, kwargs, status, enqueued_at, good_until, max_retries, task_options,
-        workflow_id, workflow_node, trace_context)
+        workflow_id, workflow_node, workflow_node_id, trace_context)
      SELECT task_id, task_name, queue_name, priority, kwargs, 'PENDING', now(), good_until, max_retries,
-            task_options, $1, node_index,
+            task_options, $1, node_index, node_id,
             -- Every node's task carries the trace context of the workflow's start (migration 11).
             (SELECT w.trace_context FROM {{schema}}.horsies_workflows w WHERE w.id = $1)
      FROM linked

@@ -61,6 +61,7 @@ describe('schema after a fresh migrate', () => {
       updated_at: tz,
       workflow_id: 'character varying',
       workflow_node: 'integer',
+      workflow_node_id: 'character varying',
       progress: 'jsonb',
       progress_at: tz,
       progress_attempt: 'integer',

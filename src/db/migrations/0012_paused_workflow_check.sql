@@ -1,4 +1,5 @@
--- The check that holds the tasks of paused workflows, made once per claim and per start rather than per task.
+-- The check that holds the tasks of paused workflows, made once per claim and per start rather than per task,
+-- and the node id a claim returns read from the task row.
 --
 -- Migration 10 looked each claimed workflow task's workflow up by id. A running workflow's row is updated at
 -- every step of it (its counters, and the lock each step takes), so a wide workflow's row carries a long chain of
@@ -8,6 +9,10 @@
 -- through a partial index that holds only them.
 
 CREATE INDEX horsies_workflows_paused_idx ON {{schema}}.horsies_workflows (id) WHERE status = 'PAUSED';
+
+-- A workflow task carries its node's id, written at enqueue, so the claim returns it without a lookup of the
+-- node per claimed task (tasks enqueued before this migration are looked up as before).
+ALTER TABLE {{schema}}.horsies_tasks ADD COLUMN workflow_node_id varchar(255);
 
 CREATE OR REPLACE FUNCTION {{schema}}.horsies_claim_tasks(
   p_queue text, p_task_names text[], p_limit integer, p_lease_ms integer,
@@ -55,9 +60,9 @@ BEGIN
   WHERE t.id = ANY (ARRAY(SELECT next.id FROM next))
   RETURNING t.id, t.task_name, t.queue_name, t.priority, t.kwargs, t.claim_generation, t.retry_count,
             t.max_retries, t.attempt, t.enqueued_at, t.workflow_id, t.workflow_node,
-            CASE WHEN t.workflow_id IS NOT NULL THEN (
+            CASE WHEN t.workflow_id IS NOT NULL AND t.workflow_node_id IS NULL THEN (
               SELECT wt.node_id FROM {{schema}}.horsies_workflow_tasks wt
-              WHERE wt.node_key = t.workflow_id || ':' || t.workflow_node) END,
+              WHERE wt.node_key = t.workflow_id || ':' || t.workflow_node) ELSE t.workflow_node_id END,
             t.trace_context;
 END;
 $$;
@@ -73,7 +78,9 @@ BEGIN
   IF NOT p_wait_for_flush THEN
     PERFORM set_config('synchronous_commit', 'off', true);
   END IF;
-  IF cardinality(p_workflow_ids) > 0 THEN
+  -- Nothing to hand back unless some workflow is paused (the partial index is empty most of the time).
+  IF cardinality(p_workflow_ids) > 0
+     AND EXISTS (SELECT 1 FROM {{schema}}.horsies_workflows w WHERE w.status = 'PAUSED') THEN
     RETURN QUERY
     UPDATE {{schema}}.horsies_tasks t
     SET status = 'PENDING', claimed = false, claimed_at = NULL, claimed_by_worker_id = NULL,
