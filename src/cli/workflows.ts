@@ -6,23 +6,21 @@ import { InvalidArgumentError, Option } from 'commander';
 import type { Command } from 'commander';
 import type { App } from '../client/App.js';
 import { loadApp } from '../client/loadApp.js';
-import { WorkflowGet, WorkflowList, WorkflowListChildren, WorkflowNodeGraph } from '../db/workflows.js';
+import {
+  WORKFLOW_STATUSES,
+  WorkflowGet,
+  WorkflowList,
+  WorkflowListChildren,
+  WorkflowNodeGraph,
+} from '../db/workflows.js';
 import type { WorkflowRow, WorkflowStatus } from '../db/workflows.js';
 import { HorsiesError } from '../errors.js';
+import { toWorkflowInfo } from '../workflow/WorkflowHandle.js';
 import type { WorkflowInfo } from '../workflow/WorkflowHandle.js';
 import { dagNode, renderDag } from './dag.js';
 import { formatTable } from './format.js';
 import { withApp, withConnection } from './shared.js';
 import type { ConnectionOptions } from './shared.js';
-
-const WORKFLOW_STATUSES: readonly WorkflowStatus[] = [
-  'PENDING',
-  'RUNNING',
-  'PAUSED',
-  'COMPLETED',
-  'FAILED',
-  'CANCELLED',
-];
 
 function status(value: string): WorkflowStatus {
   const upper = value.trim().toUpperCase();
@@ -42,27 +40,9 @@ function notFound(id: string): HorsiesError {
   return new HorsiesError('WORKFLOW_NOT_FOUND', `no workflow with id ${id}`);
 }
 
-/** A workflow as `list --json` and `show --json` print it. */
+/** A workflow as `list --json` and `show --json` print it: the library's view, with its result and params. */
 function toJson(row: WorkflowRow): Record<string, unknown> {
-  return {
-    id: row.id,
-    name: row.name,
-    status: row.status,
-    onError: row.on_error,
-    nodesTotal: row.nodes_total,
-    nodesTerminal: row.nodes_terminal,
-    errorCode: row.error_code,
-    result: row.result,
-    params: row.params,
-    parentId: row.parent_workflow_id,
-    parentNodeIndex: row.parent_node_index,
-    rootId: row.root_workflow_id,
-    depth: row.depth,
-    sentAt: row.sent_at,
-    startedAt: row.started_at,
-    completedAt: row.completed_at,
-    updatedAt: row.updated_at,
-  };
+  return { ...toWorkflowInfo(row), result: row.result, params: row.params };
 }
 
 /** At most `max` characters of JSON, with a note of what was cut. */

@@ -12,7 +12,7 @@ import type { DagNode } from '../cli/dag.js';
 import type { Database } from '../db/Database.js';
 import { DashboardWorkflowPage } from '../db/dashboard.js';
 import type { WorkflowListRow } from '../db/dashboard.js';
-import { WorkflowGet, WorkflowNodeGraph } from '../db/workflows.js';
+import { WORKFLOW_STATUSES, WorkflowGet, WorkflowNodeGraph } from '../db/workflows.js';
 import { cancelWorkflow, pauseWorkflow, resumeWorkflow, retryFailedWorkflow } from '../workflow/control.js';
 import { listSchedules } from '../scheduler/operations.js';
 import type { ScheduleInfo } from '../scheduler/operations.js';
@@ -24,16 +24,6 @@ export const MAX_PER_LAYER = 40;
 export const MAX_LAYERS = 40;
 /** Nodes of each notable status named in a summarised layer. */
 const NOTABLE = 5;
-
-/** Workflow statuses, as stored. */
-export const WORKFLOW_STATUSES = [
-  'PENDING',
-  'RUNNING',
-  'PAUSED',
-  'COMPLETED',
-  'FAILED',
-  'CANCELLED',
-] as const;
 
 /** A workflow list request. */
 export interface WorkflowListQuery {

@@ -6,8 +6,17 @@
 import { statement } from './Database.js';
 import type { TraceCarrier } from './tasks.js';
 
-/** Workflow statuses, as stored. */
-export type WorkflowStatus = 'PENDING' | 'RUNNING' | 'PAUSED' | 'COMPLETED' | 'FAILED' | 'CANCELLED';
+/** Workflow statuses, as stored (the table's CHECK). */
+export const WORKFLOW_STATUSES = [
+  'PENDING',
+  'RUNNING',
+  'PAUSED',
+  'COMPLETED',
+  'FAILED',
+  'CANCELLED',
+] as const;
+/** A workflow status, as stored. */
+export type WorkflowStatus = (typeof WORKFLOW_STATUSES)[number];
 /** Node statuses, as stored. */
 export type WorkflowNodeStatus =
   'PENDING' | 'READY' | 'ENQUEUED' | 'RUNNING' | 'COMPLETED' | 'FAILED' | 'SKIPPED';
@@ -819,7 +828,7 @@ export const WorkflowCancelMany = statement<
                   ELSE t.result END,
          updated_at = now()
      WHERE t.id IN (SELECT task_id FROM open) AND t.status IN ('PENDING', 'CLAIMED', 'RUNNING')
-     RETURNING t.id, t.status
+     RETURNING t.id, t.status, t.workflow_id
    ), skipped AS (
      UPDATE {{schema}}.horsies_workflow_tasks n
      SET status = 'SKIPPED',
@@ -844,12 +853,8 @@ export const WorkflowCancelMany = statement<
      RETURNING w.id
    )
    SELECT c.id,
-          (SELECT count(*)::int FROM tasks t JOIN open o ON o.task_id = t.id
-           JOIN {{schema}}.horsies_workflow_tasks n ON n.task_id = t.id AND n.workflow_id = c.id
-           WHERE t.status = 'CANCELLED') AS tasks_cancelled,
-          (SELECT count(*)::int FROM tasks t
-           JOIN {{schema}}.horsies_workflow_tasks n ON n.task_id = t.id AND n.workflow_id = c.id
-           WHERE t.status = 'RUNNING') AS tasks_stopping,
+          (SELECT count(*)::int FROM tasks t WHERE t.workflow_id = c.id AND t.status = 'CANCELLED') AS tasks_cancelled,
+          (SELECT count(*)::int FROM tasks t WHERE t.workflow_id = c.id AND t.status = 'RUNNING') AS tasks_stopping,
           (SELECT count(*)::int FROM skipped s WHERE s.workflow_id = c.id) AS nodes_skipped
    FROM cancelled c, LATERAL (SELECT pg_notify($2, c.id)) n`,
   ({ ids, channel }) => [ids, channel],

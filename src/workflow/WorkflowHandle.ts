@@ -226,7 +226,8 @@ export async function listWorkflows(db: Database, filter: WorkflowFilter = {}): 
   return rows.map(toWorkflowInfo);
 }
 
-function toWorkflowInfo(row: WorkflowRow): WorkflowInfo {
+/** The public view of a workflow row. */
+export function toWorkflowInfo(row: WorkflowRow): WorkflowInfo {
   return {
     id: row.id,
     name: row.name,

@@ -34,7 +34,7 @@ import {
 } from '../db/workflows.js';
 import type { WorkflowRow, WorkflowStatus } from '../db/workflows.js';
 import { step, stepParent } from './step.js';
-import type { ChildWorkflows, StepResult } from './step.js';
+import type { ChildWorkflows, ParentNode, StepResult } from './step.js';
 
 /** What a control operation did. */
 export interface ControlResult {
@@ -84,9 +84,6 @@ export async function pauseTree(db: Database, tx: Queryable, root: WorkflowRow):
   return paused.map((p) => p.id);
 }
 
-/** A parent node to step once a control operation on its child has committed. */
-type ParentNode = { id: string; node: number } | null;
-
 /**
  * Runs a control operation: `act` gets the named workflow locked (undefined when there is none) in one
  * transaction; a parent node it names steps after the commit, in its own transaction (parents are never locked
@@ -96,7 +93,7 @@ async function control<R>(
   db: Database,
   id: string,
   children: ChildWorkflows | undefined,
-  act: (tx: Queryable, root: WorkflowRow | undefined) => Promise<{ result: R; parent?: ParentNode }>,
+  act: (tx: Queryable, root: WorkflowRow | undefined) => Promise<{ result: R; parent?: ParentNode | null }>,
 ): Promise<R> {
   const { result, parent } = await db.transaction(async (tx) => {
     const [root] = await db.run(WorkflowLock, { id, waitForFlush: true }, tx);

@@ -56,7 +56,13 @@ export interface StepResult {
   /** The workflow's status after the step (null: no such workflow). */
   status: WorkflowStatus | null;
   /** A child workflow that ended in this step: the parent node that waits for it. */
-  parent: { id: string; node: number } | null;
+  parent: ParentNode | null;
+}
+
+/** A node of a parent workflow (its workflow's id and the node's index) that runs a child workflow. */
+export interface ParentNode {
+  id: string;
+  node: number;
 }
 
 /** Where a child workflow hangs in its parent. */
@@ -113,7 +119,7 @@ export async function stepWorkflow(
 /** Steps the parent of a child workflow that ended: its node takes the child's outcome. */
 export async function stepParent(
   db: Database,
-  parent: { id: string; node: number },
+  parent: ParentNode,
   children: ChildWorkflows | undefined,
 ): Promise<void> {
   await stepWorkflow(db, parent.id, { nodes: [parent.node], children });
