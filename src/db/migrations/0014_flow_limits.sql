@@ -1,0 +1,3 @@
+-- Flow control, claim side: rate limiters and per-group limits.
+-- (Filled in by the change that builds them.)
+SELECT 1;
