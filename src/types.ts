@@ -89,6 +89,8 @@ export interface TaskInfo {
   /** When a cancel was requested (a RUNNING task finishes CANCELLED once its handler stops). */
   cancelRequestedAt: Date | null;
   idempotencyKey: string | null;
+  /** The group the task was sent in (the `group` send option), or null. */
+  group: string | null;
   workerHostname: string | null;
   workerPid: number | null;
   workerProcessName: string | null;

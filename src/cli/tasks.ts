@@ -199,6 +199,7 @@ export function describeTask(task: TaskInfo): string {
   if (task.claimedByWorkerId) lines.push(['worker', task.claimedByWorkerId]);
   if (task.cancelRequestedAt) lines.push(['cancel asked', time(task.cancelRequestedAt)]);
   if (task.idempotencyKey) lines.push(['idem. key', task.idempotencyKey]);
+  if (task.group !== null) lines.push(['group', task.group]);
   if (task.workflow) lines.push(['workflow', `${task.workflow.id} node ${task.workflow.nodeId}`]);
   if (task.progress) {
     const { value, at, attempt } = task.progress;

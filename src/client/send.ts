@@ -39,6 +39,11 @@ export interface SendOptions<Q extends string = string> {
   /** Idempotency key (at most 255 characters): like `id`, but the task still gets a generated id. */
   idempotencyKey?: string;
   /**
+   * The group the task belongs to, for example a tenant id (1 to 255 characters): queues can limit how many tasks
+   * of one group run at once and take groups in turn (see docs/capacity.md). Default: no group.
+   */
+  group?: string;
+  /**
    * The time recorded as the task's `sent_at`. Default: the database's `now()` at the insert. The scheduler sets
    * it to the slot a task stands for, which may be earlier than the insert.
    */
@@ -199,6 +204,7 @@ function toTaskInsert(
         ? payloadDigest(target.name, kwargs)
         : null,
     idempotencyKey: options.idempotencyKey ?? null,
+    groupKey: options.group ?? null,
     sentAt: options.sentAt ?? null,
     maxRetries: target.maxRetries,
     retentionMs: target.retentionMs ?? ctx.queueRetentionMs.get(queueName) ?? null,
@@ -336,7 +342,7 @@ function checkOptions(ctx: SendContext, target: SendTarget, options: SendOptions
 // Plain pushes rather than a helper closure: this runs once per item of a bulk send.
 function optionProblems(options: SendOptions): ConfigProblem[] {
   const problems: ConfigProblem[] = [];
-  const { delayMs, runAt, goodUntil, priority, id, idempotencyKey, sentAt } = options;
+  const { delayMs, runAt, goodUntil, priority, id, idempotencyKey, sentAt, group } = options;
   if (delayMs !== undefined && (typeof delayMs !== 'number' || !Number.isFinite(delayMs) || delayMs < 0)) {
     problems.push({ field: 'delayMs', value: delayMs, message: 'must be a finite number >= 0' });
   }
@@ -367,6 +373,9 @@ function optionProblems(options: SendOptions): ConfigProblem[] {
       value: idempotencyKey,
       message: 'must be a string of 1 to 255 characters',
     });
+  }
+  if (group !== undefined && (typeof group !== 'string' || group.length === 0 || group.length > 255)) {
+    problems.push({ field: 'group', value: group, message: 'must be a string of 1 to 255 characters' });
   }
   return problems;
 }

@@ -33,6 +33,7 @@ export function toTaskInfo(row: TaskRow, attempts?: AttemptRow[]): TaskInfo {
     resubmittedAt: row.resubmitted_at,
     cancelRequestedAt: row.cancel_requested_at,
     idempotencyKey: row.idempotency_key,
+    group: row.group_key ?? null,
     workerHostname: row.worker_hostname,
     workerPid: row.worker_pid,
     workerProcessName: row.worker_process_name,

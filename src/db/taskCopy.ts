@@ -16,6 +16,12 @@ import type { Database, Queryable } from './Database.js';
 import { renderSql } from './Database.js';
 import type { TaskInsert, TraceCarrier } from './tasks.js';
 
+/** The optional columns a copy carries, each only when some task has a value for it. */
+interface OptionalColumns {
+  traced: boolean;
+  grouped: boolean;
+}
+
 /** Which enqueue time the rows of a copy state: none (the column default, `now()`), or each task's `runAt`. */
 export type CopyShape = 'now' | 'runAt';
 
@@ -66,16 +72,19 @@ export async function copyTasks(
   shape: CopyShape,
   tx?: Queryable,
 ): Promise<void> {
-  // The tasks of one send share its trace context: the column is copied only when they carry one.
+  // The tasks of one send share its trace context: the column is copied only when they carry one. So is the
+  // group key column, only when some task names a group.
   const traced = tasks.some((t) => t.traceContext);
-  const sql = renderSql(copySql(shape, traced), db.schema);
+  const grouped = tasks.some((t) => t.groupKey);
+  const sql = renderSql(copySql(shape, traced, grouped), db.schema);
+  const columns = { traced, grouped };
   if (tx !== undefined) {
-    await streamRows(tx as pg.Client, sql, tasks, shape, traced);
+    await streamRows(tx as pg.Client, sql, tasks, shape, columns);
     return;
   }
   const client = await db.pool.connect();
   try {
-    await streamRows(client, sql, tasks, shape, traced);
+    await streamRows(client, sql, tasks, shape, columns);
   } catch (error) {
     // A copy that failed part-way is not worth a guess at the connection's state: it is closed, not reused.
     client.release(error instanceof Error ? error : true);
@@ -84,8 +93,10 @@ export async function copyTasks(
   client.release();
 }
 
-function copySql(shape: CopyShape, traced: boolean): string {
-  const columns = `${COLUMNS}${shape === 'runAt' ? ', enqueued_at' : ''}${traced ? ', trace_context' : ''}`;
+function copySql(shape: CopyShape, traced: boolean, grouped: boolean): string {
+  const columns =
+    `${COLUMNS}${shape === 'runAt' ? ', enqueued_at' : ''}${traced ? ', trace_context' : ''}` +
+    (grouped ? ', group_key' : '');
   return `COPY {{schema}}.horsies_tasks (${columns}) FROM STDIN`;
 }
 
@@ -94,18 +105,27 @@ async function streamRows(
   sql: string,
   tasks: readonly TaskInsert[],
   shape: CopyShape,
-  traced: boolean,
+  columns: OptionalColumns,
 ): Promise<void> {
-  await pipeline(Readable.from(rowChunks(tasks, shape, traced)), client.query(copyFrom(sql)));
+  await pipeline(Readable.from(rowChunks(tasks, shape, columns)), client.query(copyFrom(sql)));
 }
 
 // Rows are written lazily, a chunk at a time, so that writing them overlaps with the server storing earlier ones.
-function* rowChunks(tasks: readonly TaskInsert[], shape: CopyShape, traced: boolean): Generator<string> {
+function* rowChunks(
+  tasks: readonly TaskInsert[],
+  shape: CopyShape,
+  { traced, grouped }: OptionalColumns,
+): Generator<string> {
   // The tasks of one send share one trace context object: it is written out once.
   const traces = new Map<TraceCarrier, string>();
   let chunk = '';
   for (const task of tasks) {
-    chunk += copyRow(task, shape, traced ? `\t${traceText(task, traces)}` : '');
+    const trace = traced ? `\t${traceText(task, traces)}` : '';
+    chunk += copyRow(
+      task,
+      shape,
+      grouped ? `${trace}\t${task.groupKey ? text(task.groupKey) : NULL}` : trace,
+    );
     if (chunk.length >= CHUNK_CHARS) {
       yield chunk;
       chunk = '';
@@ -114,13 +134,16 @@ function* rowChunks(tasks: readonly TaskInsert[], shape: CopyShape, traced: bool
   if (chunk.length > 0) yield chunk;
 }
 
-/** One task as a line of COPY's text format, in the order of {@link COLUMNS}; `trace` is the last field, if any. */
-function copyRow(task: TaskInsert, shape: CopyShape, trace: string): string {
+/**
+ * One task as a line of COPY's text format, in the order of {@link COLUMNS}; `tail` holds the optional fields
+ * that end the line (trace context, group key), each with its leading tab.
+ */
+function copyRow(task: TaskInsert, shape: CopyShape, tail: string): string {
   const line =
     `${text(task.id)}\t${text(task.taskName)}\t${text(task.queueName)}\t${task.priority}\t${text(task.kwargs)}\t` +
     `${task.goodUntil === null ? NULL : task.goodUntil.toISOString()}\t${task.maxRetries}\t` +
     `${task.retentionMs ?? NULL}\t${task.taskOptions === null ? NULL : text(task.taskOptions)}`;
-  return shape === 'runAt' ? `${line}\t${(task.runAt as Date).toISOString()}${trace}\n` : `${line}${trace}\n`;
+  return shape === 'runAt' ? `${line}\t${(task.runAt as Date).toISOString()}${tail}\n` : `${line}${tail}\n`;
 }
 
 /** A task's trace context as a COPY field (JSON text), or NULL; `seen` keeps those already written. */

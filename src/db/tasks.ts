@@ -56,6 +56,8 @@ export interface TaskRow {
   workflow_id: string | null;
   workflow_node: number | null;
   workflow_node_id: string | null;
+  /** The group the task belongs to (migration 13); null for none. */
+  group_key: string | null;
 }
 
 /** A row of `horsies_task_attempts`. */
@@ -89,6 +91,8 @@ export interface TaskInsert {
   /** Payload digest; set when the send named an id or idempotency key (a repeat is possible only then). */
   enqueueSha: string | null;
   idempotencyKey: string | null;
+  /** The group the task belongs to (`group_key`); null or absent for none. */
+  groupKey?: string | null;
   /** The task's `sent_at`; null or absent for the database's `now()`. */
   sentAt?: Date | null;
   maxRetries: number;
@@ -127,14 +131,14 @@ export const TaskInsertMany = statement<{ tasks: TaskInsert[] }, TaskInsertConfl
      SELECT * FROM json_to_recordset($1::json)
        AS i(id text, task_name text, queue_name text, priority int, kwargs jsonb, delay_ms int, run_at timestamptz,
             good_until timestamptz, enqueue_sha text, idempotency_key text, max_retries int, retention_ms bigint,
-            task_options jsonb, sent_at timestamptz, trace_context jsonb)
+            task_options jsonb, sent_at timestamptz, trace_context jsonb, group_key text)
    ), inserted AS (
      INSERT INTO {{schema}}.horsies_tasks
        (id, task_name, queue_name, priority, kwargs, status, sent_at, enqueued_at, good_until, enqueue_sha,
-        idempotency_key, max_retries, retention_ms, task_options, trace_context)
+        idempotency_key, max_retries, retention_ms, task_options, trace_context, group_key)
      SELECT id, task_name, queue_name, priority, kwargs, 'PENDING', COALESCE(sent_at, now()),
             COALESCE(run_at, now() + delay_ms * interval '1 millisecond'), good_until, enqueue_sha,
-            idempotency_key, max_retries, retention_ms, task_options, trace_context
+            idempotency_key, max_retries, retention_ms, task_options, trace_context, group_key
      FROM input
      ON CONFLICT DO NOTHING
      RETURNING id
@@ -163,6 +167,7 @@ function insertJson(t: TaskInsert): string {
     `"enqueue_sha":${JSON.stringify(t.enqueueSha)},"idempotency_key":${JSON.stringify(t.idempotencyKey)},` +
     `"max_retries":${t.maxRetries},"retention_ms":${t.retentionMs ?? 'null'},"task_options":${t.taskOptions ?? 'null'}` +
     (t.sentAt ? `,"sent_at":${JSON.stringify(t.sentAt.toISOString())}` : '') +
+    (t.groupKey ? `,"group_key":${JSON.stringify(t.groupKey)}` : '') +
     (t.traceContext ? `,"trace_context":${JSON.stringify(t.traceContext)}}` : '}')
   );
 }

@@ -143,6 +143,8 @@ export interface TaskDetail extends TaskRow {
   progress_attempt: number | null;
   /** The sender's W3C trace context, when it traced the send. */
   trace_context: { traceparent: string; tracestate?: string } | null;
+  /** The group the task was sent in, or null. */
+  group_key: string | null;
   attempts: {
     attempt: number;
     outcome: string;

@@ -79,6 +79,7 @@ export function TaskPage(props: PageProps): JSX.Element {
         queue <a href={`#/tasks?tab=pending&queue=${encodeURIComponent(t.queue_name)}`}>{t.queue_name}</a> ·
         priority {t.priority} · attempt {t.attempt} · retries {t.retry_count}/{t.max_retries} · resubmitted{' '}
         {t.resubmit_count}×{t.claimed_by_worker_id ? ` · worker ${t.claimed_by_worker_id}` : ''}
+        {t.group_key !== null && t.group_key !== undefined ? ` · group ${t.group_key}` : ''}
       </p>
       {props.config.actions ? (
         <div class="actions">
