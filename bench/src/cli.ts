@@ -5,22 +5,47 @@ export interface CliOptions {
   rounds: number | null;
   only: string[] | null;
   peers: string[] | null;
+  /** Overrides of the multi-process and realistic-handler sizes. */
+  processes: number[] | null;
+  multiprocessTasks: number | null;
+  realisticTasks: number | null;
   help: boolean;
 }
 
 export const USAGE = `usage: npm run bench -- [--quick] [--rounds N] [--only SCENARIOS] [--peers PEERS]
+                       [--processes LIST] [--multiprocess-tasks N] [--realistic-tasks N]
 
   --quick           small sizes and 1 round (a few minutes)
   --rounds N        rounds of every scenario (default: 3, but 1 for backlog; --quick: 1)
-  --only LIST       comma-separated scenarios: bulk,drain,latency,backlog,recovery
+  --only LIST       comma-separated scenarios: bulk,drain,latency,backlog,recovery,multiprocess,realistic
   --peers LIST      comma-separated subjects or packages, e.g. horsies,graphile-worker,bullmq-redis
                     (a package name selects all its variants)
+  --processes LIST  multiprocess: worker processes per case (default 1,2,4)
+  --multiprocess-tasks N
+                    multiprocess: tasks drained per sample (default 20,000; --quick: 3,000)
+  --realistic-tasks N
+                    realistic: tasks drained per sample (default 20,000; --quick: 3,000)
 
 Uses DATABASE_URL when set, otherwise starts an embedded PostgreSQL; uses /usr/bin/redis-server when
 installed for bullmq-redis.`;
 
 export function parseArgs(args: string[]): CliOptions {
-  const options: CliOptions = { quick: false, rounds: null, only: null, peers: null, help: false };
+  const options: CliOptions = {
+    quick: false,
+    rounds: null,
+    only: null,
+    peers: null,
+    processes: null,
+    multiprocessTasks: null,
+    realisticTasks: null,
+    help: false,
+  };
+  const count = (value: string | undefined, flag: string, max: number): number => {
+    const n = Number(value);
+    if (!Number.isInteger(n) || n < 1 || n > max)
+      throw new Error(`${flag} needs an integer from 1 to ${max}`);
+    return n;
+  };
   const list = (value: string | undefined, flag: string): string[] => {
     if (!value || value.startsWith('--')) throw new Error(`${flag} needs a comma-separated list`);
     return value
@@ -50,6 +75,15 @@ export function parseArgs(args: string[]): CliOptions {
         break;
       case '--peers':
         options.peers = list(value(), '--peers');
+        break;
+      case '--processes':
+        options.processes = list(value(), '--processes').map((p) => count(p, '--processes', 32));
+        break;
+      case '--multiprocess-tasks':
+        options.multiprocessTasks = count(value(), '--multiprocess-tasks', 10_000_000);
+        break;
+      case '--realistic-tasks':
+        options.realisticTasks = count(value(), '--realistic-tasks', 10_000_000);
         break;
       case '--help':
       case '-h':

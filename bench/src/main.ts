@@ -22,7 +22,10 @@ import { backlogScenario } from './scenarios/backlog.js';
 import { bulkScenario } from './scenarios/bulk.js';
 import { drainScenario } from './scenarios/drain.js';
 import { latencyScenario } from './scenarios/latency.js';
-import { killLiveChildren, recoveryScenario } from './scenarios/recovery.js';
+import { killLiveChildren } from './scenarios/children.js';
+import { multiprocessScenario } from './scenarios/multiprocess.js';
+import { realisticScenario } from './scenarios/realistic.js';
+import { recoveryScenario } from './scenarios/recovery.js';
 import { SkipError } from './scenarios/types.js';
 import type { Column, Row, RunContext, Scenario, Sizes } from './scenarios/types.js';
 import { TimeoutError, errorMessage, withTimeout } from './time.js';
@@ -33,6 +36,8 @@ const SCENARIOS: Scenario[] = [
   latencyScenario,
   backlogScenario,
   recoveryScenario,
+  multiprocessScenario,
+  realisticScenario,
 ];
 
 const FULL: Sizes = {
@@ -43,6 +48,9 @@ const FULL: Sizes = {
   backlogTotal: 1_000_000,
   backlogMeasured: 20_000,
   recoveryTasks: 10,
+  processes: [1, 2, 4],
+  multiprocessTasks: 20_000,
+  realisticTasks: 20_000,
 };
 
 const QUICK: Sizes = {
@@ -53,6 +61,9 @@ const QUICK: Sizes = {
   backlogTotal: 100_000,
   backlogMeasured: 5_000,
   recoveryTasks: 10,
+  processes: [1, 2, 4],
+  multiprocessTasks: 3_000,
+  realisticTasks: 3_000,
 };
 
 /** Crash-recovery thresholds, the same for every peer that has the mechanism. */
@@ -214,8 +225,24 @@ async function runScenario(
   const loads = spread(
     samples.filter((s) => s.scenario === scenario.name && s.values !== undefined).map((s) => s.loadAverage),
   );
+  // Columns with a `table` go into further tables under the main one, one per heading.
+  const groups = [...new Set(columns.flatMap((c) => (c.table ? [c.table] : [])))];
   const table =
-    renderTable(columns, rows, summary) +
+    renderTable(
+      columns.filter((c) => !c.table),
+      rows,
+      summary,
+    ) +
+    groups
+      .map(
+        (group) =>
+          `\n\n${group}\n\n${renderTable(
+            columns.filter((c) => c.table === group),
+            rows,
+            summary,
+          )}`,
+      )
+      .join('') +
     (loads
       ? `\n\nmachine load average (1 min) when samples started: median ${loads.median.toFixed(1)}, ` +
         `${loads.min.toFixed(1)}–${loads.max.toFixed(1)}`
@@ -232,7 +259,10 @@ async function main(): Promise<number> {
   }
   const subjects = selectSubjects(options.peers);
   const scenarios = selectScenarios(options.only);
-  const sizes = options.quick ? QUICK : FULL;
+  const sizes: Sizes = { ...(options.quick ? QUICK : FULL) };
+  if (options.processes) sizes.processes = options.processes;
+  if (options.multiprocessTasks) sizes.multiprocessTasks = options.multiprocessTasks;
+  if (options.realisticTasks) sizes.realisticTasks = options.realisticTasks;
   const startedAt = new Date();
 
   try {
@@ -260,7 +290,9 @@ async function main(): Promise<number> {
 
     const machine = machineInfo(postgres, redisVersion);
     console.log(renderMachine(machine));
-    console.log(`scenarios: ${scenarios.map((s) => s.name).join(', ')}; subjects (all at concurrency 10):`);
+    console.log(
+      `scenarios: ${scenarios.map((s) => s.name).join(', ')}; subjects (at concurrency 10 unless a scenario says otherwise):`,
+    );
     for (const s of subjects) console.log(wrap(`${s.id}: ${s.settings}`, '  '));
 
     const ctx: RunContext = { env: { postgres, redis }, sizes, recovery: RECOVERY };

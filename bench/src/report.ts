@@ -105,7 +105,7 @@ function formatCell(cell: CellSummary | undefined, column: Column, notes: string
     const kind = cell.errors.every((e) => e.startsWith('timeout')) ? 'timeout' : 'error';
     return `${kind} ${note(cell.errors.join('; '))}`;
   }
-  return '';
+  return '—'; // not measured for this subject (e.g. lock waits of a peer that keeps nothing in PostgreSQL)
 }
 
 /** A Markdown table (readable as plain text too) with the notes it refers to underneath. */

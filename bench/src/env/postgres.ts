@@ -27,6 +27,9 @@ export interface PostgresEnv {
   stop(): Promise<void>;
 }
 
+/** `application_name` of the harness's own connections (the admin pools and the contention sampler). */
+export const ADMIN_APPLICATION_NAME = 'horsies-bench-admin';
+
 export async function startPostgres(): Promise<PostgresEnv> {
   const external = process.env.DATABASE_URL;
   let url: string;
@@ -64,7 +67,8 @@ export async function connectPostgres(
   source: PostgresEnv['source'],
   stopServer: () => Promise<void> = async () => undefined,
 ): Promise<PostgresEnv> {
-  const admin = new pg.Pool({ connectionString: url, max: 4 });
+  // Named, so that the contention sampler can leave the harness's own connections out.
+  const admin = new pg.Pool({ connectionString: url, max: 4, application_name: ADMIN_APPLICATION_NAME });
   // A pool error (a server restart, say) must not crash the process; the next query reports it.
   admin.on('error', (error) => console.error(`warning: admin connection: ${error.message}`));
   let checkpointWorks = true;

@@ -94,9 +94,9 @@ async function openBullmq(env: BenchEnv, backend: Backend): Promise<PeerSession>
     async sendOne(seq) {
       await queue.add(QUEUE, { seq });
     },
-    async startWorker(workerHooks, recovery?: RecoverySettings) {
+    async startWorker(workerHooks, recovery?: RecoverySettings, concurrency = CONCURRENCY) {
       hooks = workerHooks;
-      const options: WorkerSettings = { concurrency: CONCURRENCY };
+      const options: WorkerSettings = { concurrency };
       if (recovery) {
         options.lockDuration = recovery.leaseMs;
         options.stalledInterval = recovery.checkIntervalMs;

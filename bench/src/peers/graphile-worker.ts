@@ -100,12 +100,14 @@ async function openGraphile(env: BenchEnv, variant: GraphileVariant): Promise<Pe
       await utils.addJob('noop', { seq });
       enqueued += 1;
     },
-    async startWorker(workerHooks) {
+    async startWorker(workerHooks, _recovery, concurrency = CONCURRENCY) {
       hooks = workerHooks;
       const runner = await run({
         connectionString,
         schema,
-        concurrency: CONCURRENCY,
+        concurrency,
+        // graphile-worker warns when its pool (10 by default) is smaller than the concurrency.
+        maxPoolSize: Math.max(10, concurrency),
         noHandleSignals: true,
         logger: quietLogger,
         taskList: {

@@ -98,14 +98,15 @@ async function openHorsies(
     async sendOne(seq) {
       await noop.send({ seq });
     },
-    async startWorker(workerHooks, workerRecovery) {
+    async startWorker(workerHooks, workerRecovery, concurrency = CONCURRENCY) {
       hooks = workerHooks;
-      const worker = createWorker(
-        app,
-        workerRecovery
-          ? { ...variant.worker, pollIntervalMs: workerRecovery.pollIntervalMs }
-          : variant.worker,
-      );
+      const config: WorkerConfig = { ...variant.worker, concurrency };
+      // The prefetch variant keeps its claim batch at least concurrency + prefetch.
+      if (config.maxClaimBatch !== undefined) {
+        config.maxClaimBatch = Math.max(config.maxClaimBatch, concurrency + (config.prefetch ?? 0));
+      }
+      if (workerRecovery) config.pollIntervalMs = workerRecovery.pollIntervalMs;
+      const worker = createWorker(app, config);
       worker.on('worker:error', (error) => console.error(`horsies worker error: ${String(error)}`));
       await worker.start();
       return { stop: () => worker.stop() };

@@ -82,9 +82,10 @@ async function openPgBoss(env: BenchEnv, recovery?: RecoverySettings): Promise<P
     async sendOne(seq) {
       await boss.send(QUEUE, { seq });
     },
-    async startWorker(workerHooks, workerRecovery) {
+    async startWorker(workerHooks, workerRecovery, concurrency = CONCURRENCY) {
       hooks = workerHooks;
-      const work: WorkOptions = { ...WORK };
+      // Concurrency N is one batch of up to N jobs at a time (see WORK above).
+      const work: WorkOptions = { ...WORK, batchSize: concurrency };
       if (workerRecovery) {
         work.pollingIntervalSeconds = Math.max(0.5, workerRecovery.pollIntervalMs / 1000);
         work.notifyPollingIntervalSeconds = work.pollingIntervalSeconds;

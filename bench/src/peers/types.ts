@@ -41,8 +41,11 @@ export interface PeerSession {
   enqueueBatch(first: number, count: number, chunk: number): Promise<void>;
   /** Sends one task with the peer's single-send API. */
   sendOne(seq: number): Promise<void>;
-  /** Starts a worker at the subject's settings (and the recovery thresholds, when given) in this process. */
-  startWorker(hooks: WorkerHooks, recovery?: RecoverySettings): Promise<RunningWorker>;
+  /**
+   * Starts a worker at the subject's settings (and the recovery thresholds, when given) in this process, running
+   * up to `concurrency` handlers at once ({@link CONCURRENCY} when not given).
+   */
+  startWorker(hooks: WorkerHooks, recovery?: RecoverySettings, concurrency?: number): Promise<RunningWorker>;
   /** Tasks waiting to run, as the store says. */
   countQueued(): Promise<number>;
   /** Tasks finished successfully, as the store says (see {@link Subject.finished}). */

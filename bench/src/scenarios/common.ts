@@ -1,6 +1,8 @@
 /** Building blocks shared by the scenarios: a fresh store per sample, and the drain measurement. */
 import type { PeerSession, RecoverySettings, RunningWorker, Subject, WorkerHooks } from '../peers/types.js';
 import { acquireWithTimeout, closeQuietly, waitUntil, withTimeout } from '../time.js';
+import { startContentionSampler } from './contention.js';
+import type { ContentionSummary } from './contention.js';
 import type { RunContext } from './types.js';
 
 /** The batch size used whenever a scenario pre-queues tasks (not measured). */
@@ -35,9 +37,10 @@ export async function withWorker<T>(
   hooks: WorkerHooks,
   fn: (worker: RunningWorker) => Promise<T>,
   recovery?: RecoverySettings,
+  concurrency?: number,
 ): Promise<T> {
   const worker = await acquireWithTimeout(
-    session.startWorker(hooks, recovery),
+    session.startWorker(hooks, recovery, concurrency),
     60_000,
     `${subject.id}: worker start`,
     (w) => w.stop(),
@@ -57,6 +60,18 @@ export interface DrainResult {
   finished: number;
   /** Handler runs seen in process by then. */
   handlerRuns: number;
+  /** What the contention sampler saw during the timed part, when asked for. */
+  contention?: ContentionSummary;
+}
+
+/** Options of {@link measureDrain}; the defaults are the drain scenario's. */
+export interface DrainOptions {
+  /** Handlers at once (default: the subject's, 10). */
+  concurrency?: number;
+  /** Awaited by every handler before it returns (default: nothing, the no-op). */
+  hold?: () => Promise<void>;
+  /** Samples pg_stat_activity and pg_locks during the timed part (see contention.ts). */
+  sampleContention?: boolean;
 }
 
 /**
@@ -70,25 +85,69 @@ export async function measureDrain(
   ctx: RunContext,
   target: number,
   timeoutMs: number,
+  options: DrainOptions = {},
 ): Promise<DrainResult> {
   let runs = 0;
+  const hooks: WorkerHooks = { onStart: () => void runs++ };
+  if (options.hold) hooks.hold = options.hold;
   await ctx.env.postgres.checkpoint();
-  const started = performance.now();
-  return withWorker(session, subject, { onStart: () => void runs++ }, async () => {
-    await waitUntil(() => runs >= target, {
-      timeoutMs,
-      intervalMs: 5,
-      what: `${subject.id}: ${target} handler runs`,
-    });
-    let finished = 0;
-    await waitUntil(async () => (finished = await session.countFinished()) >= target, {
-      timeoutMs: Math.max(10_000, timeoutMs - (performance.now() - started)),
-      intervalMs: 20,
-      what: `${subject.id}: ${target} tasks finished in the store`,
-    });
-    const elapsedMs = performance.now() - started;
-    return { rate: (finished / elapsedMs) * 1000, elapsedMs, finished, handlerRuns: runs };
+  const sampler = options.sampleContention ? await startContentionSampler(ctx.env.postgres) : null;
+  try {
+    const started = performance.now();
+    return await withWorker(
+      session,
+      subject,
+      hooks,
+      async () => {
+        const { elapsedMs, finished } = await waitForDrain(
+          session,
+          subject,
+          () => runs,
+          started,
+          target,
+          timeoutMs,
+        );
+        const result: DrainResult = {
+          rate: (finished / elapsedMs) * 1000,
+          elapsedMs,
+          finished,
+          handlerRuns: runs,
+        };
+        if (sampler) result.contention = await sampler.stop();
+        return result;
+      },
+      undefined,
+      options.concurrency,
+    );
+  } finally {
+    await sampler?.stop();
+  }
+}
+
+/**
+ * Waits until `runsSoFar()` reaches `target` (checked every 5 ms, no load on the store), then polls the store
+ * every 20 ms until it counts `target` finished tasks. Returns the time from `started` to that poll, and its count.
+ */
+export async function waitForDrain(
+  session: PeerSession,
+  subject: Subject,
+  runsSoFar: () => number,
+  started: number,
+  target: number,
+  timeoutMs: number,
+): Promise<{ elapsedMs: number; finished: number }> {
+  await waitUntil(() => runsSoFar() >= target, {
+    timeoutMs,
+    intervalMs: 5,
+    what: `${subject.id}: ${target} handler runs`,
   });
+  let finished = 0;
+  await waitUntil(async () => (finished = await session.countFinished()) >= target, {
+    timeoutMs: Math.max(10_000, timeoutMs - (performance.now() - started)),
+    intervalMs: 20,
+    what: `${subject.id}: ${target} tasks finished in the store`,
+  });
+  return { elapsedMs: performance.now() - started, finished };
 }
 
 /** Pre-queues `count` tasks with the batch API (setup, not measured) and checks the store holds them. */

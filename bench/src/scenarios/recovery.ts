@@ -2,78 +2,15 @@
  * Recovery: a worker process holding claimed tasks is killed with SIGKILL; how long until those tasks run on
  * another worker. The same thresholds apply to every peer that has such a mechanism (RECOVERY in main.ts).
  */
-import { spawn } from 'node:child_process';
-import type { ChildProcess } from 'node:child_process';
-import { createInterface } from 'node:readline';
-import { fileURLToPath } from 'node:url';
-import { CHILD_CONFIG_VARIABLE } from '../child-config.js';
-import type { ChildConfig } from '../child-config.js';
 import type { Subject } from '../peers/types.js';
 import { TimeoutError, closeQuietly, sleep, waitUntil, withTimeout } from '../time.js';
+import { killGroup, spawnChild } from './children.js';
 import { withSession, withWorker } from './common.js';
-import type { RunContext, Scenario } from './types.js';
+import { CONCURRENCY } from '../peers/types.js';
+import type { Scenario } from './types.js';
 import { SkipError } from './types.js';
 
-const CHILD_PATH = fileURLToPath(new URL('../child.ts', import.meta.url));
 const RECOVERY_TIMEOUT_MS = 120_000;
-
-/** Child processes still alive, killed on exit whatever happens. */
-const liveChildren = new Set<ChildProcess>();
-process.on('exit', () => killLiveChildren());
-
-export function killLiveChildren(): void {
-  for (const child of liveChildren) killGroup(child);
-}
-
-function killGroup(child: ChildProcess): void {
-  if (child.pid === undefined || child.exitCode !== null || child.signalCode !== null) return;
-  try {
-    process.kill(-child.pid, 'SIGKILL'); // the whole process group: the child was spawned detached
-  } catch {
-    child.kill('SIGKILL');
-  }
-}
-
-interface ChildHandle {
-  child: ChildProcess;
-  started: Set<number>;
-  ready: Promise<void>;
-  exited: Promise<void>;
-}
-
-function spawnChild(subject: Subject, ctx: RunContext): ChildHandle {
-  const config: ChildConfig = {
-    subject: subject.id,
-    postgresUrl: ctx.env.postgres.url,
-    redis: ctx.env.redis && { host: ctx.env.redis.host, port: ctx.env.redis.port },
-    recovery: ctx.recovery,
-  };
-  const child = spawn(process.execPath, ['--import', import.meta.resolve('tsx'), CHILD_PATH], {
-    env: { ...process.env, [CHILD_CONFIG_VARIABLE]: JSON.stringify(config) },
-    stdio: ['ignore', 'pipe', 'inherit'],
-    detached: true,
-  });
-  liveChildren.add(child);
-  const exited = new Promise<void>((resolve) =>
-    child.once('exit', () => {
-      liveChildren.delete(child);
-      resolve();
-    }),
-  );
-  const started = new Set<number>();
-  const ready = new Promise<void>((resolve, reject) => {
-    child.once('error', reject);
-    void exited.then(() => reject(new Error(`${subject.id}: recovery child exited early`)));
-    const lines = createInterface({ input: child.stdout as NodeJS.ReadableStream });
-    lines.on('line', (line) => {
-      if (line === 'ready') resolve();
-      const match = /^started (\d+)$/.exec(line);
-      if (match) started.add(Number(match[1]));
-    });
-  });
-  ready.catch(() => undefined);
-  return { child, started, ready, exited };
-}
 
 export const recoveryScenario: Scenario = {
   name: 'recovery',
@@ -103,11 +40,21 @@ export const recoveryScenario: Scenario = {
       subject,
       ctx,
       async (session) => {
-        const handle = spawnChild(subject, ctx);
+        const handle = spawnChild(subject, ctx, {
+          mode: 'hold',
+          concurrency: CONCURRENCY,
+          recovery: ctx.recovery,
+          lifetimeMs: 600_000,
+        });
+        const started = new Set<number>();
+        handle.onLine((line) => {
+          const match = /^started (\d+)$/.exec(line);
+          if (match) started.add(Number(match[1]));
+        });
         try {
           await withTimeout(handle.ready, 60_000, `${subject.id}: recovery child start`);
           await session.enqueueBatch(0, tasks, tasks);
-          await waitUntil(() => handle.started.size >= tasks, {
+          await waitUntil(() => started.size >= tasks, {
             timeoutMs: 30_000,
             intervalMs: 20,
             what: `${subject.id}: child claiming ${tasks} tasks`,

@@ -10,6 +10,11 @@ export interface Sizes {
   backlogTotal: number;
   backlogMeasured: number;
   recoveryTasks: number;
+  /** Multi-process: worker processes per case (each at concurrency 10), and the tasks drained. */
+  processes: number[];
+  multiprocessTasks: number;
+  /** Realistic handler: tasks drained (each handler awaits a 5 ms timer, concurrency 50). */
+  realisticTasks: number;
 }
 
 export interface RunContext {
@@ -27,6 +32,8 @@ export interface Column {
   decimals?: number;
   /** Unit when it is not the scenario's (e.g. `x` for a ratio). */
   unit?: string;
+  /** Shown in a second table under the main one, with this heading (e.g. the lock waits beside a rate). */
+  table?: string;
 }
 
 /** A row of a scenario's table: a subject, possibly with a scenario-specific parameter. */
