@@ -1,5 +1,5 @@
 /**
- * The server-side routines of the hot path (claim, start, claim-and-start: `horsies_claim_tasks`,
+ * The server-side routines of the hot path (claim, start, claim that starts: `horsies_claim_tasks`,
  * `horsies_start_tasks`, `horsies_claim_and_start`, called by `TaskClaim`, `TaskStartMany` and
  * `TaskClaimAndStart` in `tasks.ts`) live in the database, created by migrations. A hand edit of one of them in
  * a live database would change how every worker claims, unseen by the code: {@link routineDrift} compares each

@@ -240,23 +240,25 @@ export const TaskClaim = statement<ClaimParams, ClaimedTaskRow>(
   ],
 );
 
-/** What {@link TaskClaimAndStart} returns, as JSON: the claimed tasks in claim order and the start rows. */
-export interface ClaimAndStartRow {
-  claimed: (Omit<ClaimedTaskRow, 'enqueued_at'> & { enqueued_at: string })[];
-  started: (Omit<TaskStartRow, 'started_at'> & { started_at: string | null })[];
+/** A row of {@link TaskClaimAndStart}: a claimed task, RUNNING when the claim started it, CLAIMED otherwise. */
+export interface ClaimAndStartRow extends ClaimedTaskRow {
+  status: 'CLAIMED' | 'RUNNING';
+  /** When the claim started it (null or an earlier attempt's start for a task only claimed). */
+  started_at: Date | null;
 }
 
 /**
- * A claim as {@link TaskClaim}, then, in the same round trip but its own commit, the start of the first
- * `start` claimed tasks as {@link TaskStartMany} (`horsies_claim_and_start`, migration 6). The claim commits
- * asynchronously (see the migration for why that is safe). Not inside a transaction: the procedure commits.
+ * A claim as {@link TaskClaim} that writes the first `start` of the claimed tasks (in claim order) RUNNING at
+ * once, in the same row update and commit (`horsies_claim_and_start`, migration 15); the others stay CLAIMED.
+ * Rows come back in no particular order. The commit waits for its WAL flush only when it starts tasks and
+ * `waitForFlush` is set (see migration 15 for why that is safe).
  */
 export const TaskClaimAndStart = statement<
   ClaimParams & { start: number; waitForFlush?: boolean },
   ClaimAndStartRow
 >(
   'TaskClaimAndStart',
-  `CALL {{schema}}.horsies_claim_and_start($1, $2::text[], $3, $4, $5, $6, $7, $8, $9, $10, NULL, NULL)`,
+  `SELECT * FROM {{schema}}.horsies_claim_and_start($1, $2::text[], $3, $4, $5, $6, $7, $8, $9, $10)`,
   (params) => [...TaskClaim.values(params), params.start, params.waitForFlush ?? true],
 );
 

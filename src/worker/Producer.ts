@@ -1,8 +1,8 @@
 /**
  * The claim loop. Claims up to the worker's free capacity in one statement, then sleeps until a notification,
  * a freed slot (when more work may be waiting) or the poll interval, whichever comes first. Where the dispatcher
- * allows, the same round trip also starts as many of the claimed tasks as there are free slots
- * (`TaskClaimAndStart`: the claim and the start stay two transitions with their own commits).
+ * allows, the same statement also starts as many of the claimed tasks as there are free slots
+ * (`TaskClaimAndStart`: those go from PENDING to RUNNING in one row update).
  */
 import type { Database } from '../db/Database.js';
 import { TaskClaim, TaskClaimAndStart } from '../db/tasks.js';
@@ -93,42 +93,39 @@ export class Producer {
     const rows = await this.caps.claimWithin(queue, wanted, (on, room) =>
       this.db.run(TaskClaim, { ...this.claimParams(queue, taskNames), limit: room }, on),
     );
-    // UPDATE ... RETURNING does not keep the claim order; restore it for the executor.
-    return rows.sort(
-      (a, b) =>
-        a.priority - b.priority ||
-        a.enqueued_at.getTime() - b.enqueued_at.getTime() ||
-        (a.id < b.id ? -1 : a.id > b.id ? 1 : 0),
-    );
+    return inClaimOrder(rows);
   }
 
-  // Without a cap: one round trip claims and, for the slots free now, starts too (two commits).
+  // Without a cap: one statement claims and, for the slots free now, starts too (one row update per task).
   private async claimAndStart(
     queue: string,
     taskNames: string[],
     wanted: number,
   ): Promise<{ rows: ClaimedTaskRow[]; started: StartedWithClaim | undefined }> {
     const reserved = this.hooks.reserveStarts(queue, wanted);
-    let result: ClaimAndStartRow;
+    let result: ClaimAndStartRow[];
     try {
-      [result] = (await this.db.run(TaskClaimAndStart, {
+      result = await this.db.run(TaskClaimAndStart, {
         ...this.claimParams(queue, taskNames),
         limit: wanted,
         start: reserved,
         waitForFlush: this.options.synchronousStarts,
-      })) as [ClaimAndStartRow];
+      });
     } catch (error) {
       this.hooks.cancelReservation(reserved);
       throw error;
     }
-    const rows = result.claimed.map((r) => ({ ...r, enqueued_at: new Date(r.enqueued_at) }));
+    const rows = inClaimOrder(result);
     if (rows.length === 0) this.hooks.cancelReservation(reserved);
     if (reserved === 0 || rows.length === 0) return { rows, started: undefined };
+    const running = rows.filter((r) => r.status === 'RUNNING');
     const started = {
-      tasks: rows.slice(0, reserved),
-      rows: result.started.map((r) => ({
-        ...r,
-        started_at: r.started_at === null ? null : new Date(r.started_at),
+      tasks: running,
+      rows: running.map((r) => ({
+        id: r.id,
+        status: 'RUNNING' as const,
+        attempt: r.attempt,
+        started_at: r.started_at,
       })),
       reserved,
     };
@@ -219,4 +216,14 @@ export class Producer {
       };
     });
   }
+}
+
+/** UPDATE ... RETURNING does not keep the claim order; restores it (priority, then enqueue time, then id). */
+function inClaimOrder<R extends ClaimedTaskRow>(rows: R[]): R[] {
+  return rows.sort(
+    (a, b) =>
+      a.priority - b.priority ||
+      a.enqueued_at.getTime() - b.enqueued_at.getTime() ||
+      (a.id < b.id ? -1 : a.id > b.id ? 1 : 0),
+  );
 }

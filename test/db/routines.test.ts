@@ -12,11 +12,11 @@ describe('routineDrift', () => {
   it('finds every hot routine defined by a migration, and installed as defined after a fresh migrate', async () => {
     const bodies = routineBodies(HOT_ROUTINES);
     expect([...bodies.keys()].sort()).toEqual([...HOT_ROUTINES].sort());
-    // Migration 11 returns the trace context from the claim; migration 10 defined the others last.
+    // Migration 12 defined the claim and the start last; migration 15 made claim-and-start one function.
     expect(Object.fromEntries([...bodies].map(([name, { migration }]) => [name, migration]))).toEqual({
       horsies_claim_tasks: 'paused_workflow_check',
       horsies_start_tasks: 'paused_workflow_check',
-      horsies_claim_and_start: 'workflow_control',
+      horsies_claim_and_start: 'direct_start',
     });
     expect(await routineDrift(t.app().db)).toEqual([]);
   });
@@ -35,10 +35,10 @@ describe('routineDrift', () => {
       `CREATE OR REPLACE FUNCTION {{schema}}.horsies_start_tasks(${signature!.args}) RETURNS ${signature!.result}
        LANGUAGE plpgsql AS $body$-- edited by hand${start.body}$body$`,
     );
-    await t.query('DROP PROCEDURE {{schema}}.horsies_claim_and_start');
+    await t.query('DROP FUNCTION {{schema}}.horsies_claim_and_start');
     expect(await routineDrift(app.db)).toEqual([
       { name: 'horsies_start_tasks', problem: 'changed', migration: 'paused_workflow_check' },
-      { name: 'horsies_claim_and_start', problem: 'missing', migration: 'workflow_control' },
+      { name: 'horsies_claim_and_start', problem: 'missing', migration: 'direct_start' },
     ]);
     expect(await routineDrift(app.db, ['horsies_no_such_routine'])).toEqual([
       { name: 'horsies_no_such_routine', problem: 'undefined', migration: null },

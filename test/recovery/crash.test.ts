@@ -114,6 +114,22 @@ describe('a worker killed with SIGKILL', () => {
     await victim.ready;
     const handle = await fixture.crashy.send({ ms: 60_000 });
     await eventually(async () => (await app.getTask(handle.id))?.status === 'RUNNING');
+    // The idle worker started it in its claim (PENDING → RUNNING in one update): both timestamps are the
+    // claim's, and the run's heartbeats go out as for any running task.
+    const [direct] = await t.query<{ claimed_at: Date; started_at: Date }>(
+      'SELECT claimed_at, started_at FROM {{schema}}.horsies_tasks WHERE id = $1',
+      [handle.id],
+    );
+    expect(direct!.started_at).toEqual(direct!.claimed_at);
+    await eventually(
+      async () =>
+        (
+          await t.query(
+            `SELECT 1 FROM {{schema}}.horsies_heartbeats WHERE task_id = $1 AND role = 'runner'`,
+            [handle.id],
+          )
+        ).length > 0,
+    );
     victim.child.kill('SIGKILL');
     await victim.exited;
 

@@ -315,7 +315,7 @@ describe('scheduling and deadlines', () => {
     expect(result.ok ? null : result.error.code).toBe('TASK_EXPIRED');
   });
 
-  it('claims and starts in one round trip, each transition in a transaction of its own', async () => {
+  it('starts the tasks it has slots for in the claim itself (PENDING → RUNNING), and only claims the rest', async () => {
     const app = t.app();
     const step = app.task({
       name: 'lifecycle.step',
@@ -325,7 +325,7 @@ describe('scheduling and deadlines', () => {
     const handles = await step.sendMany([0, 1, 2, 3, 4].map((i) => ({ input: { i } })));
     const client = await app.db.pool.connect();
     try {
-      const [result] = await app.db.run(
+      const result = await app.db.run(
         TaskClaimAndStart,
         {
           queue: 'default',
@@ -339,13 +339,17 @@ describe('scheduling and deadlines', () => {
         client,
       );
       // Claim order is send order; the first two are started.
-      expect(result!.claimed.map((c) => c.id)).toEqual(handles.map((h) => h.id));
-      expect(result!.started.map((r) => [r.id, r.status, r.attempt])).toEqual([
-        [handles[0]!.id, 'RUNNING', 1],
-        [handles[1]!.id, 'RUNNING', 1],
+      const byId = new Map(result.map((r) => [r.id, r]));
+      expect(result).toHaveLength(5);
+      expect(handles.map((h) => [byId.get(h.id)?.status, byId.get(h.id)?.attempt])).toEqual([
+        ['RUNNING', 1],
+        ['RUNNING', 1],
+        ['CLAIMED', 0],
+        ['CLAIMED', 0],
+        ['CLAIMED', 0],
       ]);
-      // The claims and starts commit asynchronously, for their own transactions only: the connection's next
-      // transaction (a send, say) still waits for its flush.
+      // The claim commits asynchronously, for its own transaction only: the connection's next transaction (a
+      // send, say) still waits for its flush.
       const { rows } = await client.query<{ synchronous_commit: string }>('SHOW synchronous_commit');
       expect(rows[0]!.synchronous_commit).toBe('on');
     } finally {
@@ -353,12 +357,27 @@ describe('scheduling and deadlines', () => {
     }
     const stored = await Promise.all(handles.map((h) => row(h.id)));
     expect(stored.map((r) => r.status)).toEqual(['RUNNING', 'RUNNING', 'CLAIMED', 'CLAIMED', 'CLAIMED']);
-    // now() is the transaction's start time: a start later than its claim was committed in another transaction.
-    for (const r of stored.slice(0, 2))
-      expect(r.started_at!.getTime()).toBeGreaterThan(r.claimed_at!.getTime());
+    // A task started by its claim carries every claim field, and its start is its claim's time.
+    for (const r of stored.slice(0, 2)) {
+      expect(r).toMatchObject({
+        claimed: true,
+        claimed_by_worker_id: 'w-step',
+        claim_generation: 1,
+        worker_hostname: 'test-host',
+        worker_pid: 4242,
+      });
+      expect(r.started_at).toEqual(r.claimed_at);
+    }
+    for (const r of stored.slice(2)) expect(r.started_at).toBeNull();
+    // The ones only claimed start later, as any claimed task does.
+    const later = await app.db.run(TaskStartMany, {
+      workerId: 'w-step',
+      tasks: handles.slice(2).map((h) => ({ id: h.id, generation: 1 })),
+    });
+    expect(later.map((r) => r.status)).toEqual(['RUNNING', 'RUNNING', 'RUNNING']);
     // A worker that claims with no free slot only claims.
     const more = await step.send({ i: 5 });
-    const [claimOnly] = await app.db.run(TaskClaimAndStart, {
+    const claimOnly = await app.db.run(TaskClaimAndStart, {
       queue: 'default',
       taskNames: ['lifecycle.step'],
       limit: 1,
@@ -366,9 +385,54 @@ describe('scheduling and deadlines', () => {
       leaseMs: 30_000,
       worker: identity('w-step'),
     });
-    expect(claimOnly!.claimed.map((c) => c.id)).toEqual([more.id]);
-    expect(claimOnly!.started).toEqual([]);
+    expect(claimOnly.map((c) => [c.id, c.status])).toEqual([[more.id, 'CLAIMED']]);
     expect((await row(more.id)).status).toBe('CLAIMED');
+  });
+
+  it('fences a task started by its claim like any other: a later claim makes its finish change nothing', async () => {
+    const app = t.app();
+    const task = app.task({ name: 'lifecycle.direct', input: z.object({}), handler: () => 'ok' });
+    const handle = await task.send({});
+    const claimAndStart = () =>
+      app.db.run(TaskClaimAndStart, {
+        queue: 'default',
+        taskNames: ['lifecycle.direct'],
+        limit: 1,
+        start: 1,
+        leaseMs: 30_000,
+        worker: identity('w-1'),
+      });
+    const [first] = await claimAndStart();
+    expect(first).toMatchObject({ status: 'RUNNING', attempt: 1, claim_generation: 1 });
+    // The worker is taken for dead and its task handed back (as the reaper does), then claimed again.
+    await t.query(
+      `UPDATE {{schema}}.horsies_tasks SET status = 'PENDING', claimed = false, claimed_at = NULL,
+         claimed_by_worker_id = NULL, claim_expires_at = NULL WHERE id = $1`,
+      [handle.id],
+    );
+    const [second] = await claimAndStart();
+    expect(second).toMatchObject({ status: 'RUNNING', attempt: 2, claim_generation: 2 });
+    const finish = (generation: number) =>
+      app.db.run(TaskFinishMany, {
+        tasks: [
+          {
+            id: handle.id,
+            generation,
+            status: 'COMPLETED',
+            result: `{"ok":${generation}}`,
+            errorCode: null,
+            errorMessage: null,
+            failedReason: null,
+            retryDelayMs: 0,
+            workerId: 'w-1',
+            crashed: false,
+          },
+        ],
+      });
+    expect(await finish(1)).toHaveLength(0);
+    expect(await finish(2)).toHaveLength(1);
+    expect((await row(handle.id)).result).toEqual({ ok: 2 });
+    expect((await attempts(handle.id)).map((a) => a.attempt)).toEqual([2]);
   });
 
   it('lets the worker expire a task claimed just before its deadline', async () => {
