@@ -116,6 +116,7 @@ export class App<Q extends string = string> implements HandleHost {
       poolSize: this.config.poolSize,
       schema: this.config.schema,
       preparedStatements: this.config.preparedStatements,
+      listenConnectionString: this.config.listenUrl ?? (process.env.HORSIES_LISTEN_URL || undefined),
     });
     const metricsConfig = this.config.metrics === true ? {} : this.config.metrics;
     this.metrics =

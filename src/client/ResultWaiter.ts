@@ -98,7 +98,7 @@ export class ResultWaiter {
 
   private async ensureListening(): Promise<void> {
     if (!this.listener) {
-      this.listener = new Listener(this.db.connectionConfig);
+      this.listener = new Listener(this.db.listenConfig);
       this.listener.on('notification', (_channel, payload) => this.markDirty(payload.split(',')));
       this.listener.on('reconnect', () => this.markDirty([...this.waiters.keys()]));
       this.listener.on('error', () => undefined);

@@ -193,7 +193,7 @@ export async function checkDatabase(db: Database, options: LiveCheckOptions = {}
 export async function notifyProblems(
   db: Database,
   timeoutMs: number,
-  listenConfig: pg.ClientConfig = db.connectionConfig,
+  listenConfig: pg.ClientConfig = db.listenConfig,
 ): Promise<CheckProblem[]> {
   const channel = `${db.schema}:check_${randomBytes(6).toString('hex')}`;
   const listener = new Listener(listenConfig, { maxBackoffMs: 250 });

@@ -48,8 +48,18 @@ export interface AppConfig<Q extends string = string> {
   maxPayloadBytes?: number;
   /** How often `handle.result()` re-reads awaited tasks without a notification. Default 2,000 ms. */
   resultPollIntervalMs?: number;
-  /** Send statements as named prepared statements. Default true. */
+  /**
+   * Send statements as named prepared statements. Default true. Set false behind a pooler that does not carry
+   * protocol-level prepared statements (PgBouncer in transaction mode before 1.21, see `docs/pgbouncer.md`).
+   */
   preparedStatements?: boolean;
+  /**
+   * Connection string of the LISTEN connections (workers' wake-ups and cancels, result waiters, the dashboard's
+   * live feed). LISTEN is session state: when `databaseUrl` goes through a transaction-mode pooler, give a direct
+   * or session-mode URL here. Default: `process.env.HORSIES_LISTEN_URL`, else the pool's connection. Without one
+   * behind such a pooler, notifications never arrive and workers and waiters only poll.
+   */
+  listenUrl?: string;
   /** Logger. Default: pino at `process.env.HORSIES_LOG_LEVEL` or `info`. */
   logger?: Logger;
   /** Default retry policy of every task (a task's own fields win). Default: no retries. */
@@ -138,6 +148,7 @@ const appConfigSchema = z
       .default(1024 * 1024),
     resultPollIntervalMs: z.number().int().min(10).default(2000),
     preparedStatements: z.boolean().default(true),
+    listenUrl: z.string().min(1).optional(),
     logger: z
       .custom<Logger>((v) => typeof v === 'object' && v !== null && 'child' in v, 'must be a pino logger')
       .optional(),

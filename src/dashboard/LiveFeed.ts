@@ -101,7 +101,7 @@ export class LiveFeed extends EventEmitter<LiveFeedEvents> {
   }
 
   private wake(): void {
-    const listener = new Listener(this.db.connectionConfig);
+    const listener = new Listener(this.db.listenConfig);
     this.listener = listener;
     listener.on('error', () => undefined);
     listener.on('notification', (channel, payload) => {

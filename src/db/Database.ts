@@ -76,6 +76,11 @@ export interface DatabaseOptions {
   schema: string;
   /** Send statements as named prepared statements. Default true. */
   preparedStatements?: boolean;
+  /**
+   * Connection string of the LISTEN connections, when they must reach the server another way than the pool (a
+   * direct or session-mode URL while the pool goes through a transaction-mode pooler). Default: the pool's.
+   */
+  listenConnectionString?: string;
 }
 
 /** Owns (or borrows) a pool and runs named statements against one schema. */
@@ -84,6 +89,7 @@ export class Database {
   readonly schema: string;
   private readonly ownsPool: boolean;
   private readonly prepared: boolean;
+  private readonly listenConnectionString: string | undefined;
   private readonly rendered = new Map<Statement<never, unknown>, pg.QueryConfig>();
   private readonly schemaTag: string;
   private ended = false;
@@ -101,6 +107,8 @@ export class Database {
     this.schema = options.schema;
     this.schemaTag = createHash('sha1').update(options.schema).digest('hex').slice(0, 8);
     this.prepared = options.preparedStatements ?? true;
+    if (options.listenConnectionString !== undefined) checkDatabaseUrl(options.listenConnectionString);
+    this.listenConnectionString = options.listenConnectionString;
     if (options.pool) {
       this.pool = options.pool;
       this.ownsPool = false;
@@ -120,10 +128,19 @@ export class Database {
     }
   }
 
-  /** Connection settings for a dedicated connection outside the pool (LISTEN). */
+  /** Connection settings of the pool, for a dedicated connection outside it (a held transaction). */
   get connectionConfig(): pg.ClientConfig {
     if (!this.configured) throw new DatabaseNotConfiguredError();
     return (this.pool as unknown as { options: pg.ClientConfig }).options;
+  }
+
+  /**
+   * Connection settings of a LISTEN connection: the listen connection string when one was given, else the pool's.
+   * LISTEN is session state, which a transaction-mode pooler does not keep.
+   */
+  get listenConfig(): pg.ClientConfig {
+    if (this.listenConnectionString !== undefined) return { connectionString: this.listenConnectionString };
+    return this.connectionConfig;
   }
 
   /** Where the pool connects, as `host:port/database` (no credentials), for messages. */

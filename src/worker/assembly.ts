@@ -257,7 +257,7 @@ export function assemble(
     },
   );
   const listener = wakeOnNotifications(
-    new Listener(db.connectionConfig),
+    new Listener(db.listenConfig),
     db.schema,
     producer,
     dispatcher,
