@@ -120,8 +120,14 @@ export function storedRetryPolicy(taskOptions: unknown): ResolvedRetryPolicy {
 }
 
 /**
+ * The longest delay before a retry: 2^31 − 1 ms (about 24.8 days), the largest the finish statements take. A
+ * longer computed delay, from a policy's `maxDelayMs` or from a stored policy written by hand, waits this long.
+ */
+export const MAX_RETRY_DELAY_MS = 2_147_483_647;
+
+/**
  * Delay in ms before retry `n` (1 for the first retry): the policy's backoff from `baseDelayMs`, capped at
- * `maxDelayMs`, then spread by ±`jitter`. Never negative.
+ * `maxDelayMs`, then spread by ±`jitter`. Never negative, never above {@link MAX_RETRY_DELAY_MS}.
  */
 export function retryDelayMs(
   policy: ResolvedRetryPolicy,
@@ -152,7 +158,8 @@ export function retryDelayMs(
   }
   delay = Math.min(delay, policy.maxDelayMs);
   if (policy.jitter > 0) delay *= 1 + policy.jitter * (2 * random() - 1);
-  return Math.max(0, Math.round(delay));
+  // NaN (an unreadable stored policy) counts as no delay.
+  return Number.isNaN(delay) ? 0 : Math.min(MAX_RETRY_DELAY_MS, Math.max(0, Math.round(delay)));
 }
 
 /** What happens after a failed attempt: retry after `delayMs`, or fail for good. */

@@ -14,7 +14,7 @@ import type { StandardSchemaV1 } from '@standard-schema/spec';
 import type pg from 'pg';
 import type { Database } from '../db/Database.js';
 import { ClockNow } from '../db/admin.js';
-import { NotifySend } from '../db/checks.js';
+import { NotifySend, PendingTaskNames } from '../db/checks.js';
 import { ServedTaskNames } from '../db/capacity.js';
 import { Listener } from '../db/Listener.js';
 import { latestMigrationVersion, schemaVersion } from '../db/Migrator.js';
@@ -179,6 +179,25 @@ export async function checkDatabase(db: Database, options: LiveCheckOptions = {}
         area: 'workers',
         severity: 'warning',
         message: `no live worker serves ${unserved.map((t) => `${t.name} (queue ${t.queue})`).join(', ')}`,
+      });
+    }
+    // Tasks waiting under a name that neither this app defines nor a live worker serves: written by hand, by
+    // another app, or left by a task that was renamed or removed. No worker claims them.
+    const defined = new Set(options.tasks.map((t) => `${t.queue}\u0000${t.name}`));
+    const unknown = (await db.run(PendingTaskNames, {})).filter(
+      (r) =>
+        !defined.has(`${r.queue_name}\u0000${r.task_name}`) &&
+        !served.has(`${r.queue_name}\u0000${r.task_name}`),
+    );
+    if (unknown.length > 0) {
+      problems.push({
+        area: 'workers',
+        severity: 'warning',
+        message:
+          `PENDING tasks name a task that this app does not define and no live worker serves: ` +
+          unknown.map((r) => `${r.task_name} (queue ${r.queue_name}, ${r.waiting} waiting)`).join(', ') +
+          '. No worker claims them: they wait until a worker that defines the name starts, their good_until ' +
+          'passes, or they are cancelled (horsies tasks cancel)',
       });
     }
   }

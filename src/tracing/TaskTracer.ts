@@ -168,7 +168,9 @@ export class TaskTracer {
   }
 
   // The remote parent a stored context stands for, read once per distinct context (at most 1,000 kept).
-  private parentOf(carrier: TraceCarrier | null): Otel.Context | null {
+  // A stored value of another shape (a hand-written or damaged row) stands for no parent: the run is traced as a root.
+  private parentOf(stored: TraceCarrier | null): Otel.Context | null {
+    const carrier = readCarrier(stored);
     if (!carrier) return null;
     const key = carrier.tracestate ? `${carrier.traceparent} ${carrier.tracestate}` : carrier.traceparent;
     let parent = this.parents.get(key);
@@ -191,6 +193,14 @@ function toCarrier(api: OtelApi, ctx: Otel.SpanContext): TraceCarrier | null {
   return carrier;
 }
 
+/** A stored trace context if its fields are strings, else null (the column is written by senders, or by hand). */
+function readCarrier(stored: unknown): TraceCarrier | null {
+  if (typeof stored !== 'object' || stored === null) return null;
+  const { traceparent, tracestate } = stored as Record<string, unknown>;
+  if (typeof traceparent !== 'string') return null;
+  return typeof tracestate === 'string' && tracestate !== '' ? { traceparent, tracestate } : { traceparent };
+}
+
 const TRACEPARENT = /^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$/;
 
 /** The context a stored trace context stands for, as a remote parent; null when there is none or it is malformed. */
@@ -204,6 +214,12 @@ function fromCarrier(api: OtelApi, carrier: TraceCarrier | null): Otel.Context |
     isRemote: true,
   };
   if (!api.isSpanContextValid(spanContext)) return null;
-  if (carrier?.tracestate) spanContext.traceState = api.createTraceState(carrier.tracestate);
+  if (carrier?.tracestate) {
+    try {
+      spanContext.traceState = api.createTraceState(carrier.tracestate);
+    } catch {
+      // A tracestate the API cannot parse is dropped; the parent span still holds.
+    }
+  }
   return api.trace.setSpanContext(api.ROOT_CONTEXT, spanContext);
 }
