@@ -91,6 +91,17 @@ export interface TaskInfo {
   idempotencyKey: string | null;
   /** The group the task was sent in (the `group` send option), or null. */
   group: string | null;
+  /**
+   * Why a PENDING task has not started, when `getTask` can tell: `scheduled for …`, `retry scheduled for …`,
+   * `queue "…" is paused`, `rate limited until … (queue:… or task:…)`, `group "…" at its limit (n of N in flight)`.
+   * Null when nothing holds it back but a free worker slot, and for other statuses; absent from task lists.
+   */
+  waiting?: string | null;
+  /**
+   * The `dedupe` or `debounce` key it was sent with and its scope (`debounce` for a debounce); `held` is false once
+   * the task released the key (see docs/capacity.md). Null for a task sent without one.
+   */
+  dedupe: { key: string; scope: 'pending' | 'running' | 'finished' | 'debounce'; held: boolean } | null;
   workerHostname: string | null;
   workerPid: number | null;
   workerProcessName: string | null;

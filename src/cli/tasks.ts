@@ -200,6 +200,13 @@ export function describeTask(task: TaskInfo): string {
   if (task.cancelRequestedAt) lines.push(['cancel asked', time(task.cancelRequestedAt)]);
   if (task.idempotencyKey) lines.push(['idem. key', task.idempotencyKey]);
   if (task.group !== null) lines.push(['group', task.group]);
+  if (task.dedupe !== null) {
+    const { key, scope, held } = task.dedupe;
+    lines.push([
+      scope === 'debounce' ? 'debounce key' : 'dedupe key',
+      `${key} (${scope}, ${held ? 'held' : 'released'})`,
+    ]);
+  }
   if (task.workflow) lines.push(['workflow', `${task.workflow.id} node ${task.workflow.nodeId}`]);
   if (task.progress) {
     const { value, at, attempt } = task.progress;

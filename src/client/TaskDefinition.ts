@@ -5,6 +5,7 @@ import type pg from 'pg';
 import type { TransactionClient } from '../db/HeldTransaction.js';
 import type { TaskError, TaskErrorCode } from '../errors.js';
 import type { JsonValue } from '../types.js';
+import type { RateLimit } from './config.js';
 import type { ErrorCodeMap } from './policy.js';
 import type { ResolvedRetryPolicy, RetryPolicy } from '../retry.js';
 import type { SendCallOptions, SendContext, SendOptions, SendTarget } from './send.js';
@@ -147,6 +148,11 @@ export interface TaskConfig<
   blocking?: boolean;
   /** Most runs of this task at once in one worker (on top of queue and cluster caps). Default: no limit. */
   maxConcurrentPerWorker?: number;
+  /**
+   * Cluster-wide limit on how often this task starts, over all workers: at most `max` starts in any `intervalMs`
+   * window (on top of its queue's `rateLimit`; see docs/capacity.md, "Rate limits"). Default: none.
+   */
+  rateLimit?: RateLimit;
 }
 
 /** See {@link TaskConfig.shutdown}. */
@@ -164,6 +170,7 @@ export interface ResolvedTaskPolicies {
   shutdown: ShutdownPolicy;
   blocking: boolean;
   maxConcurrentPerWorker: number | null;
+  rateLimit: RateLimit | null;
 }
 
 /** One item of `sendMany`: an input and its own options. */
@@ -238,25 +245,30 @@ export class TaskDefinition<
   ): Promise<TaskHandle<R, TaskErrorCode<C>>> {
     const { tx, ...sendOptions } = options;
     const task = await prepareTask(this.ctx, this.target, input, sendOptions);
-    const [id] = await sendPrepared(this.ctx, this.target, [task], tx);
-    return this.handle(id as string);
+    const { ids, deduplicated } = await sendPrepared(this.ctx, this.target, [task], tx);
+    return this.sentHandle(ids[0] as string, deduplicated.has(0));
   }
 
   /**
-   * Sends many tasks in one statement. All items are validated first: if any is bad, nothing is stored.
-   * Returns one handle per item, in order.
+   * Sends many tasks in one statement (two when some carry a `dedupe` or `debounce` key, in one transaction). All
+   * items are validated first: if any is bad, nothing is stored. Returns one handle per item, in order; items that
+   * share a dedupe or debounce key stand for one task (see docs/capacity.md).
    */
   async sendMany(
     items: ReadonlyArray<SendManyItem<StandardSchemaV1.InferInput<S>, Q>>,
     options: SendCallOptions = {},
   ): Promise<TaskHandle<R, TaskErrorCode<C>>[]> {
     const tasks = await prepareTasks(this.ctx, this.target, items);
-    const ids = await sendPrepared(this.ctx, this.target, tasks, options.tx);
-    return ids.map((id) => this.handle(id));
+    const { ids, deduplicated } = await sendPrepared(this.ctx, this.target, tasks, options.tx);
+    return ids.map((id, index) => this.sentHandle(id, deduplicated.has(index)));
   }
 
   /** A handle for an existing task of this type. */
   handle(id: string): TaskHandle<R, TaskErrorCode<C>> {
     return new TaskHandle<R, TaskErrorCode<C>>(this.host, id, this.name);
+  }
+
+  private sentHandle(id: string, deduplicated: boolean): TaskHandle<R, TaskErrorCode<C>> {
+    return new TaskHandle<R, TaskErrorCode<C>>(this.host, id, this.name, deduplicated);
   }
 }

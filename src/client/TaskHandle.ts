@@ -21,6 +21,12 @@ export class TaskHandle<R, C extends string = string> {
     readonly id: string,
     /** The task's registered name. */
     readonly taskName: string,
+    /**
+     * True when the send that returned this handle stored no task of its own: a task already held its `dedupe`
+     * or `debounce` key (for a debounce, that task now carries this send's input). False otherwise, and on a
+     * handle made from an id.
+     */
+    readonly deduplicated: boolean = false,
   ) {}
 
   /**

@@ -8,7 +8,7 @@ import type { StandardSchemaV1 } from '@standard-schema/spec';
 import { v7 as uuidv7 } from 'uuid';
 import type { Database, Queryable } from '../db/Database.js';
 import { canCopyOn, copyShape, copyTasks } from '../db/taskCopy.js';
-import { TaskFindByIdsOrKeys, TaskInsertMany } from '../db/tasks.js';
+import { TaskFindByIdsOrKeys, TaskInsertKeyed, TaskInsertMany } from '../db/tasks.js';
 import type { TaskInsert } from '../db/tasks.js';
 import {
   InputValidationError,
@@ -44,10 +44,48 @@ export interface SendOptions<Q extends string = string> {
    */
   group?: string;
   /**
+   * Deduplication: while a task of this name holds `key` (see {@link DedupeOptions.scope}), this send stores
+   * nothing and returns a handle to that task, with `deduplicated: true`. Exact under concurrent senders.
+   * Not with `id`, `idempotencyKey` or `debounce`. See docs/capacity.md.
+   */
+  dedupe?: DedupeOptions;
+  /**
+   * Debounce: while a task of this name sent with the same debounce `key` is still PENDING (never claimed), this
+   * send replaces that task's input with its own and moves its start to `delayMs` from now, and returns a handle
+   * to it (`deduplicated: true`); otherwise it stores a new task that starts in `delayMs`. A burst of sends
+   * closer together than `delayMs` runs once, with the last input. Not with `id`, `idempotencyKey`, `dedupe`,
+   * `delayMs` or `runAt`. See docs/capacity.md.
+   */
+  debounce?: DebounceOptions;
+  /**
    * The time recorded as the task's `sent_at`. Default: the database's `now()` at the insert. The scheduler sets
    * it to the slot a task stands for, which may be earlier than the insert.
    */
   sentAt?: Date;
+}
+
+/**
+ * How long a task holds its deduplication key: `pending` (default) until it is first claimed; `running` until it
+ * ends (any terminal status); `finished` until it ends and then for `windowMs` more.
+ */
+export type DedupeScope = 'pending' | 'running' | 'finished';
+
+/** See {@link SendOptions.dedupe}. */
+export interface DedupeOptions {
+  /** 1 to 255 characters; keys are per task name. */
+  key: string;
+  /** Default `pending`. */
+  scope?: DedupeScope;
+  /** With scope `finished` (and only then): how long after its end the task still holds the key, in ms (> 0). */
+  windowMs?: number;
+}
+
+/** See {@link SendOptions.debounce}. */
+export interface DebounceOptions {
+  /** 1 to 255 characters; keys are per task name (shared with `dedupe` keys). */
+  key: string;
+  /** How long after the latest send of the burst the task starts, in ms (>= 0). */
+  delayMs: number;
 }
 
 /** Options that apply to a whole send call. */
@@ -87,28 +125,41 @@ export interface SendContext {
 
 /**
  * Stores prepared tasks (see {@link insertTasks}) within a send span whose trace context goes with them, and
- * counts them. Returns the ids as {@link insertTasks} does.
+ * counts the tasks it created. Returns what {@link insertTasks} returns.
  */
 export async function sendPrepared(
   ctx: SendContext,
   target: SendTarget,
   tasks: TaskInsert[],
   tx?: Queryable,
-): Promise<string[]> {
+): Promise<InsertOutcome> {
   const span =
     ctx.tracer && tasks.length > 0 ? ctx.tracer.startSend(sendQueue(tasks), target.name, tasks.length) : null;
   if (span?.carrier) for (const task of tasks) task.traceContext = span.carrier;
-  let ids: string[];
+  let outcome: InsertOutcome;
   try {
-    ids = await insertTasks(ctx.db, tasks, tx);
+    outcome = await insertTasks(ctx.db, tasks, tx);
   } catch (error) {
     span?.fail(error);
     throw error;
   }
-  span?.end(ids);
-  countSent(ctx, target, tasks);
-  return ids;
+  span?.end(outcome.ids);
+  const { deduplicated } = outcome;
+  countSent(ctx, target, deduplicated.size === 0 ? tasks : tasks.filter((_, i) => !deduplicated.has(i)));
+  return outcome;
 }
+
+/** The task that stands for each item of a send, in order, and which items created none. */
+export interface InsertOutcome {
+  ids: string[];
+  /**
+   * Indexes of the items that created no task because a task held their deduplication or debounce key (another
+   * item of the same call, or a stored task). A repeat of an id or idempotency key is not counted here.
+   */
+  deduplicated: ReadonlySet<number>;
+}
+
+const NONE: ReadonlySet<number> = new Set();
 
 // The queue a send span names: the tasks' queue, or the first one's when they go to several.
 function sendQueue(tasks: readonly TaskInsert[]): string {
@@ -195,7 +246,7 @@ function toTaskInsert(
     queueName,
     priority: options.priority ?? target.priority,
     kwargs,
-    delayMs: Math.round(options.delayMs ?? 0),
+    delayMs: Math.round(options.debounce?.delayMs ?? options.delayMs ?? 0),
     runAt: options.runAt ?? null,
     goodUntil: options.goodUntil ?? null,
     // The digest only matters when a repeat is possible: an explicit id or idempotency key.
@@ -205,11 +256,24 @@ function toTaskInsert(
         : null,
     idempotencyKey: options.idempotencyKey ?? null,
     groupKey: options.group ?? null,
+    ...(options.dedupe || options.debounce ? keyColumns(options) : {}),
     sentAt: options.sentAt ?? null,
     maxRetries: target.maxRetries,
     retentionMs: target.retentionMs ?? ctx.queueRetentionMs.get(queueName) ?? null,
     taskOptions: target.taskOptions,
   };
+}
+
+function keyColumns({ dedupe, debounce }: SendOptions): Partial<TaskInsert> {
+  if (dedupe) {
+    const scope = dedupe.scope ?? 'pending';
+    return {
+      dedupeKey: dedupe.key,
+      dedupeScope: scope,
+      dedupeWindowMs: scope === 'finished' ? Math.round(dedupe.windowMs as number) : null,
+    };
+  }
+  return { dedupeKey: (debounce as DebounceOptions).key, dedupeScope: 'debounce', dedupeWindowMs: null };
 }
 
 /** Random bytes for {@link nextTaskId}, drawn for 256 ids at a time. */
@@ -253,11 +317,98 @@ function freshCounter(random: Uint8Array): number {
 const MIN_COPY_TASKS = 64;
 
 /**
- * Inserts prepared tasks in one statement. Returns the id of the task that now stands for each item, in order:
- * the new task, or the existing one when the id or key was already taken with the same payload.
+ * Inserts prepared tasks. Returns the id of the task that now stands for each item, in order: the new task, the
+ * existing one when the id or idempotency key was already taken with the same payload, or the task holding the
+ * item's dedupe or debounce key (those items are listed in `deduplicated`). Tasks without such a key are stored
+ * in one statement (a COPY or an INSERT); keyed tasks never go through COPY, which cannot resolve a conflict, but
+ * through their own INSERT (in the same transaction as the others).
  */
-export async function insertTasks(db: Database, tasks: TaskInsert[], tx?: Queryable): Promise<string[]> {
-  if (tasks.length === 0) return [];
+export async function insertTasks(db: Database, tasks: TaskInsert[], tx?: Queryable): Promise<InsertOutcome> {
+  if (tasks.length === 0) return { ids: [], deduplicated: NONE };
+  if (!tasks.some((t) => t.dedupeKey)) return { ids: await insertUnkeyed(db, tasks, tx), deduplicated: NONE };
+  const keyed = tasks.filter((t) => t.dedupeKey);
+  const plain = tasks.filter((t) => !t.dedupeKey);
+  const run = async (q: Queryable | undefined): Promise<InsertOutcome> => {
+    const plainIds = plain.length > 0 ? await insertUnkeyed(db, plain, q) : [];
+    const { ids: keyedIds, deduplicated: keyedDuplicates } = await insertKeyed(db, keyed, q);
+    const ids: string[] = [];
+    const deduplicated = new Set<number>();
+    let k = 0;
+    let p = 0;
+    for (let index = 0; index < tasks.length; index += 1) {
+      if ((tasks[index] as TaskInsert).dedupeKey) {
+        if (keyedDuplicates.has(k)) deduplicated.add(index);
+        ids.push(keyedIds[k++] as string);
+      } else ids.push(plainIds[p++] as string);
+    }
+    return { ids, deduplicated };
+  };
+  // Keyed and other tasks take two statements: one transaction, so that a failure stores neither.
+  if (tx === undefined && plain.length > 0) return db.transaction((client) => run(client));
+  return run(tx);
+}
+
+/** How many times a keyed send meets an expired holder before it gives up (each time, it released one). */
+const MAX_KEYED_ROUNDS = 5;
+
+/**
+ * Inserts keyed tasks (all with a dedupe or debounce key) through `TaskInsertKeyed`. Items of the call sharing a
+ * key become one row: the first item's, carrying, when it is a debounce, the input and delay of the last debounce
+ * item with that key; the others stand for the same task and count as deduplicated. A round that met an expired
+ * `finished` holder released it; its tasks are sent again.
+ */
+async function insertKeyed(
+  db: Database,
+  tasks: TaskInsert[],
+  tx: Queryable | undefined,
+): Promise<InsertOutcome> {
+  const byKey = new Map<string, { first: number; row: TaskInsert }>();
+  const rows: TaskInsert[] = [];
+  const owner = tasks.map((task, index) => {
+    const key = task.dedupeKey as string;
+    const seen = byKey.get(key);
+    if (seen === undefined) {
+      const row = { ...task };
+      byKey.set(key, { first: index, row });
+      rows.push(row);
+      return index;
+    }
+    const { first, row } = seen;
+    if (row.dedupeScope === 'debounce' && task.dedupeScope === 'debounce') {
+      row.kwargs = task.kwargs;
+      row.delayMs = task.delayMs;
+    }
+    return first;
+  });
+  const holders = new Map<string, string>();
+  let pending = rows;
+  for (let round = 0; pending.length > 0; round += 1) {
+    if (round === MAX_KEYED_ROUNDS) {
+      throw new Error(`deduplication keys still held by expired tasks after ${round} tries; send again`);
+    }
+    const held = new Map<string, string>();
+    for (const r of await db.run(TaskInsertKeyed, { tasks: pending }, tx)) {
+      if (r.dedupe_held) held.set(r.dedupe_key, r.id);
+    }
+    const again: TaskInsert[] = [];
+    for (const row of pending) {
+      const id = held.get(row.dedupeKey as string);
+      if (id === undefined) again.push(row);
+      else holders.set(row.dedupeKey as string, id);
+    }
+    pending = again;
+  }
+  const deduplicated = new Set<number>();
+  const ids = tasks.map((task, index) => {
+    const id = holders.get(task.dedupeKey as string) as string;
+    if (owner[index] !== index || id !== task.id) deduplicated.add(index);
+    return id;
+  });
+  return { ids, deduplicated };
+}
+
+// The send path of tasks without a dedupe or debounce key: COPY when it can, else INSERT ... ON CONFLICT.
+async function insertUnkeyed(db: Database, tasks: TaskInsert[], tx?: Queryable): Promise<string[]> {
   const shape = tasks.length >= MIN_COPY_TASKS ? copyShape(tasks) : null;
   if (shape !== null && (tx === undefined || canCopyOn(tx))) {
     await copyTasks(db, tasks, shape, tx);
@@ -364,6 +515,7 @@ function optionProblems(options: SendOptions): ConfigProblem[] {
   if (id !== undefined && (typeof id !== 'string' || id.length === 0 || id.length > 36)) {
     problems.push({ field: 'id', value: id, message: 'must be a string of 1 to 36 characters' });
   }
+  if (options.dedupe !== undefined || options.debounce !== undefined) keyProblems(options, problems);
   if (
     idempotencyKey !== undefined &&
     (typeof idempotencyKey !== 'string' || idempotencyKey.length === 0 || idempotencyKey.length > 255)
@@ -378,6 +530,91 @@ function optionProblems(options: SendOptions): ConfigProblem[] {
     problems.push({ field: 'group', value: group, message: 'must be a string of 1 to 255 characters' });
   }
   return problems;
+}
+
+const DEDUPE_SCOPES: readonly unknown[] = ['pending', 'running', 'finished'] satisfies DedupeScope[];
+
+// The dedupe and debounce options: well formed, and not combined with options they cannot go with.
+function keyProblems(options: SendOptions, problems: ConfigProblem[]): void {
+  const { dedupe, debounce } = options;
+  const isKey = (key: unknown): boolean => typeof key === 'string' && key.length > 0 && key.length <= 255;
+  if (dedupe !== undefined && debounce !== undefined) {
+    problems.push({ field: 'debounce', value: debounce, message: 'give dedupe or debounce, not both' });
+  }
+  for (const [field, value] of [
+    ['id', options.id],
+    ['idempotencyKey', options.idempotencyKey],
+  ] as const) {
+    if (value !== undefined) {
+      problems.push({ field, value, message: `cannot be combined with ${dedupe ? 'dedupe' : 'debounce'}` });
+    }
+  }
+  if (dedupe !== undefined) {
+    if (typeof dedupe !== 'object' || dedupe === null) {
+      problems.push({
+        field: 'dedupe',
+        value: dedupe,
+        message: 'must be an object { key, scope?, windowMs? }',
+      });
+      return;
+    }
+    if (!isKey(dedupe.key)) {
+      problems.push({
+        field: 'dedupe.key',
+        value: dedupe.key,
+        message: 'must be a string of 1 to 255 characters',
+      });
+    }
+    if (dedupe.scope !== undefined && !DEDUPE_SCOPES.includes(dedupe.scope)) {
+      problems.push({
+        field: 'dedupe.scope',
+        value: dedupe.scope,
+        message: "must be 'pending', 'running' or 'finished'",
+      });
+    }
+    const { windowMs } = dedupe;
+    if (dedupe.scope === 'finished') {
+      if (typeof windowMs !== 'number' || !Number.isFinite(windowMs) || Math.round(windowMs) < 1) {
+        problems.push({
+          field: 'dedupe.windowMs',
+          value: windowMs,
+          message: "must be a finite number >= 1 with scope 'finished'",
+        });
+      }
+    } else if (windowMs !== undefined) {
+      problems.push({
+        field: 'dedupe.windowMs',
+        value: windowMs,
+        message: "is given only with scope 'finished'",
+      });
+    }
+  }
+  if (debounce !== undefined) {
+    if (typeof debounce !== 'object' || debounce === null) {
+      problems.push({ field: 'debounce', value: debounce, message: 'must be an object { key, delayMs }' });
+      return;
+    }
+    if (!isKey(debounce.key)) {
+      problems.push({
+        field: 'debounce.key',
+        value: debounce.key,
+        message: 'must be a string of 1 to 255 characters',
+      });
+    }
+    const { delayMs } = debounce;
+    if (typeof delayMs !== 'number' || !Number.isFinite(delayMs) || delayMs < 0) {
+      problems.push({ field: 'debounce.delayMs', value: delayMs, message: 'must be a finite number >= 0' });
+    }
+    for (const field of ['delayMs', 'runAt'] as const) {
+      if (options[field] !== undefined) {
+        problems.push({
+          field,
+          value: options[field],
+          message: 'cannot be combined with debounce (give debounce.delayMs)',
+        });
+      }
+    }
+  }
 }
 
 function isValidDate(value: unknown): boolean {

@@ -34,6 +34,10 @@ export function toTaskInfo(row: TaskRow, attempts?: AttemptRow[]): TaskInfo {
     cancelRequestedAt: row.cancel_requested_at,
     idempotencyKey: row.idempotency_key,
     group: row.group_key ?? null,
+    dedupe:
+      row.dedupe_key === null || row.dedupe_key === undefined || row.dedupe_scope === null
+        ? null
+        : { key: row.dedupe_key, scope: row.dedupe_scope, held: row.dedupe_held === true },
     workerHostname: row.worker_hostname,
     workerPid: row.worker_pid,
     workerProcessName: row.worker_process_name,

@@ -45,7 +45,9 @@ export function copyShape(tasks: readonly TaskInsert[]): CopyShape | null {
   let withRunAt = 0;
   for (const task of tasks) {
     // COPY writes no sent_at (the column default): a task that names its own goes through the INSERT.
-    if (task.enqueueSha !== null || task.idempotencyKey !== null || task.sentAt) return null;
+    // Nor can a task with a dedupe or debounce key: its conflicts are resolved by TaskInsertKeyed.
+    if (task.enqueueSha !== null || task.idempotencyKey !== null || task.sentAt || task.dedupeKey)
+      return null;
     if (task.runAt !== null) withRunAt += 1;
     else if (task.delayMs !== 0) return null;
   }

@@ -58,7 +58,15 @@ export interface TaskRow {
   workflow_node_id: string | null;
   /** The group the task belongs to (migration 13); null for none. */
   group_key: string | null;
+  /** The deduplication or debounce key, its scope, the window, and whether the task still holds it (migration 13). */
+  dedupe_key: string | null;
+  dedupe_scope: DedupeScopeColumn | null;
+  dedupe_window_ms: string | null;
+  dedupe_held: boolean | null;
 }
+
+/** How long a task holds its key (`dedupe_scope`); see migration 13. */
+export type DedupeScopeColumn = 'pending' | 'debounce' | 'running' | 'finished';
 
 /** A row of `horsies_task_attempts`. */
 export interface AttemptRow {
@@ -93,6 +101,13 @@ export interface TaskInsert {
   idempotencyKey: string | null;
   /** The group the task belongs to (`group_key`); null or absent for none. */
   groupKey?: string | null;
+  /**
+   * A deduplication or debounce key (`dedupe_key`), its scope and, for the `finished` scope, its window; null or
+   * absent for none. A keyed task goes through {@link TaskInsertKeyed}, never through the other insert paths.
+   */
+  dedupeKey?: string | null;
+  dedupeScope?: DedupeScopeColumn | null;
+  dedupeWindowMs?: number | null;
   /** The task's `sent_at`; null or absent for the database's `now()`. */
   sentAt?: Date | null;
   maxRetries: number;
@@ -182,6 +197,69 @@ export const TaskFindByIdsOrKeys = statement<
    WHERE id = ANY($1::text[]) OR idempotency_key = ANY($2::text[])`,
   ({ ids, keys }) => [ids, keys],
 );
+
+/** A row of {@link TaskInsertKeyed}: the task that holds a key after the statement. */
+export interface TaskInsertKeyedRow {
+  id: string;
+  dedupe_key: string;
+  /** False for an expired holder the statement released: its sender must insert again. */
+  dedupe_held: boolean;
+}
+
+/**
+ * Inserts tasks that carry a deduplication or debounce key (each key at most once among them; all of one task
+ * name), in one statement, against the unique index of held keys (migration 13). A task whose key is held by
+ * another task is not inserted; the holder comes back instead, and under its row lock, in the same statement:
+ *
+ * - a debounce send that meets a debounce holder replaces the holder's input and start time (the holder is PENDING
+ *   and unclaimed: its key is released by its claim);
+ * - a holder whose `finished` window has passed releases its key and comes back with `dedupe_held` false: the caller sends
+ *   that task again, and then either inserts it or meets the task another sender inserted meanwhile;
+ * - any other holder is returned unchanged (the row is locked and rewritten as it is, which is what lets the
+ *   statement return a holder that committed after its snapshot).
+ *
+ * Each row returned has the inserted task's id when the send created it, the holder's otherwise.
+ */
+export const TaskInsertKeyed = statement<{ tasks: TaskInsert[] }, TaskInsertKeyedRow>(
+  'TaskInsertKeyed',
+  `WITH input AS (
+     SELECT * FROM json_to_recordset($1::json)
+       AS i(id text, task_name text, queue_name text, priority int, kwargs jsonb, delay_ms int, run_at timestamptz,
+            good_until timestamptz, max_retries int, retention_ms bigint, task_options jsonb, sent_at timestamptz,
+            trace_context jsonb, group_key text, dedupe_key text, dedupe_scope text, dedupe_window_ms bigint)
+   )
+   INSERT INTO {{schema}}.horsies_tasks AS t
+     (id, task_name, queue_name, priority, kwargs, status, sent_at, enqueued_at, good_until, max_retries,
+      retention_ms, task_options, trace_context, group_key, dedupe_key, dedupe_scope, dedupe_window_ms,
+      dedupe_held)
+   SELECT id, task_name, queue_name, priority, kwargs, 'PENDING', COALESCE(sent_at, now()),
+          COALESCE(run_at, now() + delay_ms * interval '1 millisecond'), good_until, max_retries, retention_ms,
+          task_options, trace_context, group_key, dedupe_key, dedupe_scope, dedupe_window_ms, true
+   FROM input
+   ON CONFLICT (task_name, dedupe_key) WHERE dedupe_held DO UPDATE SET
+     kwargs = CASE WHEN excluded.dedupe_scope = 'debounce' AND t.dedupe_scope = 'debounce'
+                        AND NOT t.claimed AND t.finished_at IS NULL
+                   THEN excluded.kwargs ELSE t.kwargs END,
+     enqueued_at = CASE WHEN excluded.dedupe_scope = 'debounce' AND t.dedupe_scope = 'debounce'
+                             AND NOT t.claimed AND t.finished_at IS NULL
+                        THEN excluded.enqueued_at ELSE t.enqueued_at END,
+     updated_at = CASE WHEN excluded.dedupe_scope = 'debounce' AND t.dedupe_scope = 'debounce'
+                            AND NOT t.claimed AND t.finished_at IS NULL
+                       THEN now() ELSE t.updated_at END,
+     dedupe_held = NOT (t.dedupe_scope = 'finished' AND t.finished_at IS NOT NULL
+                        AND t.finished_at + t.dedupe_window_ms * interval '1 millisecond' <= now())
+   RETURNING t.id, t.dedupe_key, t.dedupe_held`,
+  ({ tasks }) => [`[${tasks.map(keyedInsertJson).join(',')}]`],
+);
+
+// One keyed task as JSON text (see insertJson), with its key, scope and window.
+function keyedInsertJson(t: TaskInsert): string {
+  const json = insertJson(t);
+  return (
+    `${json.slice(0, -1)},"dedupe_key":${JSON.stringify(t.dedupeKey ?? null)},` +
+    `"dedupe_scope":${JSON.stringify(t.dedupeScope ?? null)},"dedupe_window_ms":${t.dedupeWindowMs ?? 'null'}}`
+  );
+}
 
 /** Who is claiming, for the identity columns. */
 export interface WorkerIdentity {
