@@ -20,7 +20,8 @@ import type { ScheduleInfo } from '../scheduler/operations.js';
 import type { TaskResult } from '../errors.js';
 import type { TaskInfo, TaskStatus } from '../types.js';
 import { parseConfig } from '../config.js';
-import { resolveAppConfig } from './config.js';
+import { rateLimitSchema, resolveAppConfig } from './config.js';
+import { waitReason } from './waitReason.js';
 import { policyFields } from './policy.js';
 import { errorCodeSchema, resolveRetryPolicy } from '../retry.js';
 import type { AppConfig, ResolvedAppConfig } from './config.js';
@@ -65,6 +66,7 @@ const taskConfigSchema = z.strictObject({
   shutdown: z.enum(['continue', 'resubmit', 'stop']).default('continue'),
   blocking: z.boolean().default(false),
   maxConcurrentPerWorker: z.number().int().min(1).optional(),
+  rateLimit: rateLimitSchema.optional(),
 });
 
 /** True when `value` is an {@link App} (also across two copies of the library). */
@@ -198,6 +200,7 @@ export class App<Q extends string = string> implements HandleHost {
       shutdown: parsed.shutdown,
       blocking: parsed.blocking,
       maxConcurrentPerWorker: parsed.maxConcurrentPerWorker ?? null,
+      rateLimit: parsed.rateLimit ?? null,
     };
     // The handler's TaskErrors are outcomes, not values: the definition's result type leaves them out.
     const definition = new TaskDefinition<S, TaskValue<R>, Q, C>(
@@ -230,7 +233,9 @@ export class App<Q extends string = string> implements HandleHost {
     const [row] = await this.db.run(TaskGet, { id });
     if (!row) return null;
     const attempts = options.attempts ? await this.db.run(AttemptListByTask, { taskId: id }) : undefined;
-    return toTaskInfo(row, attempts);
+    const info = toTaskInfo(row, attempts);
+    if (row.status === 'PENDING') info.waiting = await waitReason(this.db, row);
+    return info;
   }
 
   /** Cancels a task: at once if it has not started, through its worker if it runs. See {@link CancelResult}. */

@@ -22,7 +22,55 @@ export interface QueueConfig<Q extends string = string> {
   priority?: number;
   /** Cluster-wide limit on this queue's tasks in flight (see `capMode`). Default: none. */
   maxConcurrency?: number;
+  /**
+   * Cluster-wide limit on how often this queue's tasks start: at most `max` starts in any `intervalMs` window,
+   * counted from the tasks' `started_at` (see docs/capacity.md, "Rate limits"). Default: none.
+   */
+  rateLimit?: RateLimit;
+  /**
+   * Cluster-wide limit on the tasks of one group (the `group` send option) in flight in this queue at once; claims
+   * then take the groups with work in turn (see docs/capacity.md, "Fair sharing"). Default: none.
+   */
+  maxConcurrencyPerGroup?: number;
 }
+
+/** At most `max` starts in any window of `intervalMs`, over all workers. */
+export interface RateLimit {
+  /** Starts allowed per window: 1–1,000,000. */
+  max: number;
+  /** The window, in ms: 1 ms to 24 hours. */
+  intervalMs: number;
+}
+
+const rateLimitObject = z.strictObject({
+  max: z.number().int().min(1).max(1_000_000),
+  intervalMs: z
+    .number()
+    .int()
+    .min(1)
+    .max(24 * 3600 * 1000),
+});
+
+/**
+ * Validation of an optional {@link RateLimit}, shared by queue configs and task definitions. Its problems are
+ * re-raised as custom issues so that, inside the union a queue entry is, they are reported with their own path
+ * (`queues.0.rateLimit.intervalMs`) rather than as the whole entry's "Invalid input".
+ */
+export const rateLimitSchema = z.unknown().transform((value, ctx): RateLimit | undefined => {
+  if (value === undefined) return undefined;
+  const parsed = rateLimitObject.safeParse(value);
+  if (parsed.success) return parsed.data;
+  for (const issue of parsed.error.issues) {
+    ctx.addIssue({
+      code: 'custom',
+      path: issue.path as PropertyKey[],
+      message: issue.message,
+      input: value,
+      continue: true,
+    });
+  }
+  return z.NEVER;
+});
 
 /**
  * Configuration of an {@link App}. Every field is optional. `Q` is the union of the queue names declared in
@@ -134,6 +182,8 @@ const appConfigSchema = z
             retentionMs: z.number().int().min(0).optional(),
             priority: z.number().int().min(1).max(100).optional(),
             maxConcurrency: z.number().int().min(1).optional(),
+            rateLimit: rateLimitSchema.optional(),
+            maxConcurrencyPerGroup: z.number().int().min(1).optional(),
           }),
         ]),
       )

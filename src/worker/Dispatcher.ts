@@ -17,6 +17,7 @@ import type { HeartbeatRole } from '../db/liveness.js';
 import type { ClaimedTaskRow, OwnedTask, TaskStartRow } from '../db/tasks.js';
 import type { CapGuard } from './CapGuard.js';
 import type { Executor } from './Executor.js';
+import type { FlowGuard } from './FlowGuard.js';
 
 /** Tasks a claim started in the same round trip (`TaskClaimAndStart`), with the slots reserved for them. */
 export interface StartedWithClaim {
@@ -62,6 +63,8 @@ export class Dispatcher {
   private scheduled = false;
   private retryTimer: NodeJS.Timeout | null = null;
   private active = true;
+  /** Claimed tasks a rate limiter deferred, by id: not offered to a start again before this time (ms). */
+  private readonly notBefore = new Map<string, number>();
 
   constructor(
     private readonly db: Database,
@@ -71,6 +74,7 @@ export class Dispatcher {
     private readonly options: DispatcherOptions,
     private readonly logger: Logger,
     private readonly hooks: DispatcherHooks,
+    private readonly flow: FlowGuard | null = null,
   ) {}
 
   /** Tasks held: claimed, starting, running, or finished but not yet written. */
@@ -129,7 +133,10 @@ export class Dispatcher {
 
   /** Forgets tasks (written, lost, expired) and frees their slots. */
   release(ids: string[]): void {
-    for (const id of ids) this.held.delete(id);
+    for (const id of ids) {
+      this.held.delete(id);
+      this.notBefore.delete(id);
+    }
     this.hooks.onReleased();
   }
 
@@ -209,7 +216,12 @@ export class Dispatcher {
     const active = this.countByName(['starting', 'running']);
     const batch: ClaimedTaskRow[] = [];
     const rest: ClaimedTaskRow[] = [];
+    const now = Date.now();
     for (const task of this.waiting) {
+      if ((this.notBefore.get(task.id) ?? 0) > now) {
+        rest.push(task);
+        continue;
+      }
       const limit = this.registry.get(task.task_name)?.policies.maxConcurrentPerWorker ?? null;
       const n = active.get(task.task_name) ?? 0;
       if (batch.length >= free || (limit !== null && n >= limit)) {
@@ -238,8 +250,11 @@ export class Dispatcher {
   }
 
   private async startBatch(batch: ClaimedTaskRow[]): Promise<void> {
+    const limited = this.flow ? batch.filter((t) => this.flow?.gatesStart(t.queue_name, t.task_name)) : [];
+    if (limited.length > 0) batch = batch.filter((t) => !limited.includes(t));
     const gated = batch.filter((t) => this.caps.gatesStart(t.queue_name));
     await this.executor.startAll(batch.filter((t) => !this.caps.gatesStart(t.queue_name)));
+    if (limited.length > 0) await this.startLimited(limited);
     for (const queue of new Set(gated.map((t) => t.queue_name))) {
       const group = gated.filter((t) => t.queue_name === queue);
       const { started, rows, deferred } = await this.caps.startWithin(
@@ -256,6 +271,22 @@ export class Dispatcher {
       for (const task of deferred) this.setPhase(task.id, 'claimed');
       this.waiting.unshift(...deferred);
       this.retryLater();
+    }
+  }
+
+  // Under rate limiters: what they have no room for waits, unoffered, until they have room again.
+  private async startLimited(tasks: ClaimedTaskRow[]): Promise<void> {
+    for (const { started, rows, deferred, retryAt } of await (this.flow as FlowGuard).start(tasks)) {
+      this.executor.launch(started, rows);
+      if (deferred.length === 0) continue;
+      const at = retryAt?.getTime() ?? Date.now() + this.options.retryMs;
+      for (const task of deferred) {
+        this.setPhase(task.id, 'claimed');
+        this.notBefore.set(task.id, at);
+      }
+      this.waiting.unshift(...deferred);
+      const timer = setTimeout(() => this.scheduleDispatch(), Math.max(1, at - Date.now()));
+      timer.unref?.();
     }
   }
 

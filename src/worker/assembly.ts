@@ -21,6 +21,7 @@ import type { CompleterResult } from './Completer.js';
 import type { ResolvedWorkerConfig } from './config.js';
 import { Dispatcher } from './Dispatcher.js';
 import { Executor } from './Executor.js';
+import { FlowGuard } from './FlowGuard.js';
 import { Heartbeater } from './Heartbeater.js';
 import { Producer } from './Producer.js';
 import { StateReporter } from './StateReporter.js';
@@ -140,6 +141,16 @@ export function assemble(
       ),
     ),
   });
+  const flow = new FlowGuard(
+    db,
+    {
+      queues: app.queueConfigs,
+      tasks,
+      synchronousStarts: cfg.synchronousStarts,
+      workerId: identity.workerId,
+    },
+    logger,
+  );
   // Parts that call each other are reached through these bindings, set below in dependency order.
   let dispatcher: Dispatcher;
   let completer: Completer;
@@ -170,6 +181,7 @@ export function assemble(
       claimableTaskNames: () => dispatcher.claimableTaskNames(),
     },
     caps,
+    flow,
   );
   const transactions = new TransactionalFinish(db, logger, {
     workerId: identity.workerId,
@@ -218,6 +230,7 @@ export function assemble(
         dispatcher.scheduleDispatch();
       },
       // Written by the handler's own transaction: past the completer, straight to what follows a written batch.
+      onThrottled: (task, retryAfterMs) => flow.pause(task, retryAfterMs),
       onCommitted: (finish, row) => {
         dispatcher.setPhase(finish.id, 'finishing');
         sink.emit('task:ran', finish.id, finish.status);
@@ -236,6 +249,7 @@ export function assemble(
     { workerId: identity.workerId, concurrency: cfg.concurrency, retryMs: cfg.pollIntervalMs },
     logger,
     { onReleased: () => producer.wake(false), onError: (what, error) => sink.fail(what, error) },
+    flow,
   );
   completer = new Completer(db, cfg.completionBatchSize, {
     onSettled: (result, finishes) => sink.onSettled(result, finishes),

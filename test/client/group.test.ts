@@ -9,7 +9,8 @@ import { z } from 'zod';
 import type { TaskRow } from '../../src/db/tasks.js';
 import { SendOptionsError } from '../../src/errors.js';
 import { rejection } from '../support/assertions.js';
-import { useTestSchema } from '../support/db.js';
+import { runCli } from '../support/cli.js';
+import { databaseUrl, useTestSchema } from '../support/db.js';
 
 const t = await useTestSchema();
 const app = t.app({ queues: ['default', 'emails'] });
@@ -113,6 +114,18 @@ describe('group key', () => {
     expect(error.message).toContain('sendMany item 1');
     expect(await rowsOf(task.name)).toEqual([]);
     expect((await task.send({ n: 3 }, { group: 'x'.repeat(255) })).id).toBeTruthy();
+  });
+
+  it('is shown by horsies tasks show, with a dedupe key beside it', async () => {
+    const task = groupTask('cli');
+    const handle = await task.send({ n: 1 }, { group: 'tenant-42', dedupe: { key: 'k', scope: 'running' } });
+    const run = await runCli(['tasks', 'show', handle.id, '--schema', t.schema], {
+      DATABASE_URL: databaseUrl(),
+    });
+    expect(run.code, run.stderr).toBe(0);
+    const lines = run.stdout.split('\n');
+    expect(lines).toContainEqual(expect.stringMatching(/^group\s+tenant-42$/));
+    expect(lines).toContainEqual(expect.stringMatching(/^dedupe key\s+k \(running, held\)$/));
   });
 
   it('has the partial indexes a per-group claim reads, neither naming status', async () => {
