@@ -29,7 +29,8 @@ CREATE INDEX horsies_tasks_group_pending_idx
 --   running   held until the task ends (any terminal status), across claims, retries and requeues
 --   finished  held until the task ends and for `dedupe_window_ms` after `finished_at`: an expired holder is released
 --             by the send that meets it (under its row lock), which then inserts its own task
--- A released key is never taken back (a resubmit does not retake it); deleting the row releases it too.
+-- A released key is never taken back (a resubmit does not retake it; a resubmitted `finished` holder that has not
+-- released its key keeps it); deleting the row releases it too.
 ALTER TABLE {{schema}}.horsies_tasks
   ADD COLUMN dedupe_key varchar(255),
   ADD COLUMN dedupe_scope varchar(16),
