@@ -66,6 +66,11 @@ describe('schema after a fresh migrate', () => {
       progress_at: tz,
       progress_attempt: 'integer',
       trace_context: 'jsonb',
+      group_key: 'character varying',
+      dedupe_key: 'character varying',
+      dedupe_scope: 'character varying',
+      dedupe_window_ms: 'bigint',
+      dedupe_held: 'boolean',
     });
   });
 
