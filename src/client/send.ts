@@ -532,6 +532,11 @@ function optionProblems(options: SendOptions): ConfigProblem[] {
   return problems;
 }
 
+/** Longest dedupe window: 100 years, far inside what a timestamp plus an interval can hold. */
+const MAX_WINDOW_MS = 100 * 365.25 * 24 * 3600 * 1000;
+/** Longest debounce delay: the insert carries delays as 32-bit integers. */
+const MAX_DEBOUNCE_MS = 2 ** 31 - 1;
+
 const DEDUPE_SCOPES: readonly unknown[] = ['pending', 'running', 'finished'] satisfies DedupeScope[];
 
 // The dedupe and debounce options: well formed, and not combined with options they cannot go with.
@@ -574,11 +579,16 @@ function keyProblems(options: SendOptions, problems: ConfigProblem[]): void {
     }
     const { windowMs } = dedupe;
     if (dedupe.scope === 'finished') {
-      if (typeof windowMs !== 'number' || !Number.isFinite(windowMs) || Math.round(windowMs) < 1) {
+      if (
+        typeof windowMs !== 'number' ||
+        !Number.isFinite(windowMs) ||
+        Math.round(windowMs) < 1 ||
+        windowMs > MAX_WINDOW_MS
+      ) {
         problems.push({
           field: 'dedupe.windowMs',
           value: windowMs,
-          message: "must be a finite number >= 1 with scope 'finished'",
+          message: "must be a number from 1 to 100 years in ms with scope 'finished'",
         });
       }
     } else if (windowMs !== undefined) {
@@ -602,8 +612,17 @@ function keyProblems(options: SendOptions, problems: ConfigProblem[]): void {
       });
     }
     const { delayMs } = debounce;
-    if (typeof delayMs !== 'number' || !Number.isFinite(delayMs) || delayMs < 0) {
-      problems.push({ field: 'debounce.delayMs', value: delayMs, message: 'must be a finite number >= 0' });
+    if (
+      typeof delayMs !== 'number' ||
+      !Number.isFinite(delayMs) ||
+      delayMs < 0 ||
+      delayMs > MAX_DEBOUNCE_MS
+    ) {
+      problems.push({
+        field: 'debounce.delayMs',
+        value: delayMs,
+        message: `must be a number from 0 to ${MAX_DEBOUNCE_MS} (about 24.8 days)`,
+      });
     }
     for (const field of ['delayMs', 'runAt'] as const) {
       if (options[field] !== undefined) {

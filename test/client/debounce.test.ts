@@ -198,6 +198,7 @@ describe('debounce', () => {
 
   const bad: [string, SendOptions, string[]][] = [
     ['a negative delay', { debounce: { key: 'k', delayMs: -1 } }, ['debounce.delayMs']],
+    ['a delay over 2^31-1 ms', { debounce: { key: 'k', delayMs: 2 ** 31 } }, ['debounce.delayMs']],
     [
       'no delay',
       { debounce: { key: 'k' } as unknown as { key: string; delayMs: number } },

@@ -365,6 +365,11 @@ describe('dedupe options', () => {
     ['an unknown scope', { dedupe: { key: 'k', scope: 'always' as 'pending' } }, ['dedupe.scope']],
     ['scope finished without a window', { dedupe: { key: 'k', scope: 'finished' } }, ['dedupe.windowMs']],
     ['a window of 0', { dedupe: { key: 'k', scope: 'finished', windowMs: 0 } }, ['dedupe.windowMs']],
+    [
+      'a window over 100 years',
+      { dedupe: { key: 'k', scope: 'finished', windowMs: 1e13 } },
+      ['dedupe.windowMs'],
+    ],
     ['a window without scope finished', { dedupe: { key: 'k', windowMs: 10 } }, ['dedupe.windowMs']],
     ['with an idempotency key', { dedupe: { key: 'k' }, idempotencyKey: 'i' }, ['idempotencyKey']],
     ['with an id', { dedupe: { key: 'k' }, id: 'some-id' }, ['id']],
