@@ -6,6 +6,7 @@ import { pathToFileURL } from 'node:url';
 import { Command, InvalidArgumentError } from 'commander';
 import { Database } from '../db/Database.js';
 import { migrate } from '../db/Migrator.js';
+import { defaultRoleNames, rolesSql } from '../db/roles.js';
 import { loadApp } from '../client/loadApp.js';
 import { addCheckCommand } from './check.js';
 import { addDashboardCommand } from './dashboard.js';
@@ -70,6 +71,26 @@ program
     } finally {
       await db.end();
     }
+  });
+
+program
+  .command('roles')
+  .description(
+    'print the SQL of least-privilege roles for a schema (migrator, worker, producer); it runs nothing itself',
+  )
+  .option('--schema <name>', 'PostgreSQL schema (default: $HORSIES_SCHEMA or "horsies")')
+  .option('--migrator <role>', 'the role that owns the schema and migrates (default: <schema>_migrator)')
+  .option('--worker <role>', 'the role of workers (default: <schema>_worker)')
+  .option('--producer <role>', 'the role of apps that only send (default: <schema>_producer)')
+  .action((options: { schema?: string; migrator?: string; worker?: string; producer?: string }) => {
+    const schema = options.schema ?? (process.env.HORSIES_SCHEMA || 'horsies');
+    const defaults = defaultRoleNames(schema);
+    const { setup, grants } = rolesSql(schema, {
+      migrator: options.migrator ?? defaults.migrator,
+      worker: options.worker ?? defaults.worker,
+      producer: options.producer ?? defaults.producer,
+    });
+    console.log(`${setup}\n${grants}`);
   });
 
 program

@@ -119,6 +119,8 @@ export class App<Q extends string = string> implements HandleHost {
       schema: this.config.schema,
       preparedStatements: this.config.preparedStatements,
       listenConnectionString: this.config.listenUrl ?? (process.env.HORSIES_LISTEN_URL || undefined),
+      statementTimeoutMs: this.config.statementTimeoutMs,
+      lockTimeoutMs: this.config.lockTimeoutMs,
     });
     const metricsConfig = this.config.metrics === true ? {} : this.config.metrics;
     this.metrics =

@@ -108,6 +108,17 @@ export interface AppConfig<Q extends string = string> {
    * behind such a pooler, notifications never arrive and workers and waiters only poll.
    */
   listenUrl?: string;
+  /**
+   * `statement_timeout` of the app's connections (its workers' too), in ms; 0 leaves the server's or the role's.
+   * Default 300,000 (5 minutes). Sent when a connection opens; not applied to a given `pool`, nor to the
+   * connections of `ctx.transaction` (see docs/security.md, also for PgBouncer).
+   */
+  statementTimeoutMs?: number;
+  /**
+   * `lock_timeout` of the app's connections, in ms: a statement waiting longer for a lock fails (SQLSTATE 55P03)
+   * and is retried, instead of freezing the worker. 0 leaves the server's or the role's. Default 10,000.
+   */
+  lockTimeoutMs?: number;
   /** Logger. Default: pino at `process.env.HORSIES_LOG_LEVEL` or `info`. */
   logger?: Logger;
   /** Default retry policy of every task (a task's own fields win). Default: no retries. */
@@ -199,6 +210,8 @@ const appConfigSchema = z
     resultPollIntervalMs: z.number().int().min(10).default(2000),
     preparedStatements: z.boolean().default(true),
     listenUrl: z.string().min(1).optional(),
+    statementTimeoutMs: z.number().int().min(0).default(300_000),
+    lockTimeoutMs: z.number().int().min(0).default(10_000),
     logger: z
       .custom<Logger>((v) => typeof v === 'object' && v !== null && 'child' in v, 'must be a pino logger')
       .optional(),

@@ -81,6 +81,12 @@ export interface DatabaseOptions {
    * direct or session-mode URL while the pool goes through a transaction-mode pooler). Default: the pool's.
    */
   listenConnectionString?: string;
+  /**
+   * `statement_timeout` and `lock_timeout` of the pool's connections, in ms, sent as startup parameters when the
+   * pool is created here (not for a given `pool`). 0 or absent: the server's (or the role's) setting.
+   */
+  statementTimeoutMs?: number;
+  lockTimeoutMs?: number;
 }
 
 /** Owns (or borrows) a pool and runs named statements against one schema. */
@@ -121,7 +127,12 @@ export class Database {
       this.configured = false;
     } else {
       checkDatabaseUrl(options.connectionString);
-      this.pool = new pg.Pool({ connectionString: options.connectionString, max: options.poolSize ?? 10 });
+      this.pool = new pg.Pool({
+        connectionString: options.connectionString,
+        max: options.poolSize ?? 10,
+        ...(options.statementTimeoutMs ? { statement_timeout: options.statementTimeoutMs } : {}),
+        ...(options.lockTimeoutMs ? { lock_timeout: options.lockTimeoutMs } : {}),
+      });
       // An idle client losing its connection must not crash the process; the next checkout reconnects.
       this.pool.on('error', () => undefined);
       this.ownsPool = true;
@@ -225,6 +236,8 @@ export function isTransientDatabaseError(error: unknown): boolean {
       code.startsWith('08') || // connection exception
       code === '40001' || // serialization_failure
       code === '40P01' || // deadlock_detected
+      code === '55P03' || // lock_not_available: lock_timeout passed while another session held the lock
+      (code === '57014' && /statement timeout/.test((error as Error).message)) || // query_canceled by statement_timeout
       code === '57P01' || // admin_shutdown
       code === '57P02' || // crash_shutdown
       code === '57P03' || // cannot_connect_now

@@ -64,6 +64,8 @@ export async function migrate(
 ): Promise<MigrateResult> {
   const schema = quoteIdentifier(db.schema);
   return db.transaction(async (client) => {
+    // A migration may wait for other migrators and rebuild indexes of a large table: no timeout of the pool's.
+    await client.query('SET LOCAL statement_timeout = 0; SET LOCAL lock_timeout = 0');
     await client.query('SELECT pg_advisory_xact_lock(hashtextextended($1, 0))', [
       `horsies.migrate.${db.schema}`,
     ]);
