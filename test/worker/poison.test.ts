@@ -122,7 +122,7 @@ describe('poison and hand-written rows', () => {
       { task_name: 'poison.echo', sent_at: '-infinity' },
       { task_name: 'poison.echo', good_until: 'infinity' },
       { task_name: 'poison.echo', next_retry_at: 'infinity' },
-    ]) {
+    ] as Omit<HandRow, 'id'>[]) {
       const error = await insertRow(columns).then(
         () => null,
         (e: { code?: string }) => e,
