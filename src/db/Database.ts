@@ -82,11 +82,24 @@ export interface DatabaseOptions {
    */
   listenConnectionString?: string;
   /**
-   * `statement_timeout` and `lock_timeout` of the pool's connections, in ms, sent as startup parameters when the
-   * pool is created here (not for a given `pool`). 0 or absent: the server's (or the role's) setting.
+   * `statement_timeout` and `lock_timeout` of the pool's connections, in ms, sent in the `options` startup
+   * parameter when the pool is created here (not for a given `pool`; an `options` in the URL wins). 0 or absent:
+   * the server's (or the role's) setting.
    */
   statementTimeoutMs?: number;
   lockTimeoutMs?: number;
+}
+
+/**
+ * The timeouts as the `options` startup parameter (`-c statement_timeout=...`). One parameter rather than pg's
+ * `statement_timeout` and `lock_timeout` fields: a pooler that is told to ignore `options` (PgBouncer's
+ * `ignore_startup_parameters`) drops both and lets the connection through.
+ */
+function timeoutOptions(options: DatabaseOptions): { options?: string } {
+  const settings: string[] = [];
+  if (options.statementTimeoutMs) settings.push(`-c statement_timeout=${options.statementTimeoutMs}`);
+  if (options.lockTimeoutMs) settings.push(`-c lock_timeout=${options.lockTimeoutMs}`);
+  return settings.length > 0 ? { options: settings.join(' ') } : {};
 }
 
 /** Owns (or borrows) a pool and runs named statements against one schema. */
@@ -130,8 +143,7 @@ export class Database {
       this.pool = new pg.Pool({
         connectionString: options.connectionString,
         max: options.poolSize ?? 10,
-        ...(options.statementTimeoutMs ? { statement_timeout: options.statementTimeoutMs } : {}),
-        ...(options.lockTimeoutMs ? { lock_timeout: options.lockTimeoutMs } : {}),
+        ...timeoutOptions(options),
       });
       // An idle client losing its connection must not crash the process; the next checkout reconnects.
       this.pool.on('error', () => undefined);

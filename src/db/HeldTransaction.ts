@@ -28,7 +28,7 @@ export const BackendCancel = statement<{ pid: number }, { cancelled: boolean }>(
  */
 export function createTransactionPool(db: Database, max: number): pg.Pool {
   // Without the pool's statement and lock timeouts: the handler's own statements run in these transactions.
-  const { statement_timeout: _statement, lock_timeout: _lock, ...config } = db.connectionConfig;
+  const { options: _timeouts, ...config } = db.connectionConfig;
   const pool = new pg.Pool({ ...config, max, idleTimeoutMillis: 10_000 });
   // An idle client losing its connection must not crash the process; the next checkout reconnects.
   pool.on('error', () => undefined);

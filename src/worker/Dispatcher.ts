@@ -63,6 +63,8 @@ export class Dispatcher {
   private scheduled = false;
   private retryTimer: NodeJS.Timeout | null = null;
   private active = true;
+  /** Held tasks in the `finishing` phase. */
+  private finishing = 0;
   /** Claimed tasks a rate limiter deferred, by id: not offered to a start again before this time (ms). */
   private readonly notBefore = new Map<string, number>();
 
@@ -80,6 +82,14 @@ export class Dispatcher {
   /** Tasks held: claimed, starting, running, or finished but not yet written. */
   get size(): number {
     return this.held.size;
+  }
+
+  /**
+   * Tasks held that take a slot: claimed, starting or running. A task whose handler returned frees its slot at
+   * once, while its outcome is still being written, so the next claim overlaps that write.
+   */
+  get busy(): number {
+    return this.held.size - this.finishing;
   }
 
   /** Held tasks by phase group: `claimed` (claimed or starting) and `running` (running or finishing). */
@@ -128,12 +138,16 @@ export class Dispatcher {
   /** Moves a held task to a phase. */
   setPhase(id: string, phase: Phase): void {
     const held = this.held.get(id);
-    if (held) held.phase = phase;
+    if (!held) return;
+    if (held.phase === 'finishing') this.finishing -= 1;
+    if (phase === 'finishing') this.finishing += 1;
+    held.phase = phase;
   }
 
   /** Forgets tasks (written, lost, expired) and frees their slots. */
   release(ids: string[]): void {
     for (const id of ids) {
+      if (this.held.get(id)?.phase === 'finishing') this.finishing -= 1;
       this.held.delete(id);
       this.notBefore.delete(id);
     }

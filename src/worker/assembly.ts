@@ -166,8 +166,13 @@ export function assemble(
       refillThreshold: Math.max(1, Math.floor(cfg.maxClaimBatch / 2)),
     },
     {
-      capacity: () => (sink.accepting() ? cfg.maxClaimPerWorker - dispatcher.size : 0),
-      idle: () => dispatcher.size === 0,
+      // Tasks whose outcome is being written take no slot (the next claim overlaps that write), but at most as
+      // many as the worker may hold again: a write that lags stops the claims.
+      capacity: () =>
+        sink.accepting()
+          ? Math.max(0, Math.min(cfg.maxClaimPerWorker - dispatcher.busy, 2 * cfg.maxClaimPerWorker - dispatcher.size))
+          : 0,
+      idle: () => dispatcher.busy === 0,
       onClaimed: (claimed, started) => {
         sink.emit(
           'task:claimed',
@@ -228,6 +233,7 @@ export function assemble(
         sink.emit('task:ran', finish.id, finish.status);
         completer.add(finish);
         dispatcher.scheduleDispatch();
+        producer.wake(false);
       },
       // Written by the handler's own transaction: past the completer, straight to what follows a written batch.
       onThrottled: (task, retryAfterMs) => flow.pause(task, retryAfterMs),

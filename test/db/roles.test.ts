@@ -196,6 +196,11 @@ describe('statement and lock timeouts', () => {
     await worker.start();
     const holder = await admin.connect();
     try {
+      const shown = await app.db.pool.query('SELECT current_setting($1) AS s, current_setting($2) AS l', [
+        'statement_timeout',
+        'lock_timeout',
+      ]);
+      expect(shown.rows[0]).toEqual({ s: '5s', l: '300ms' });
       const task = await gated.send({});
       await eventually(async () => (await task.info())?.status === 'RUNNING');
 
