@@ -3,7 +3,7 @@
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { Command, InvalidArgumentError } from 'commander';
+import { Command, InvalidArgumentError, Option } from 'commander';
 import { Database } from '../db/Database.js';
 import { migrate } from '../db/Migrator.js';
 import { defaultRoleNames, rolesSql } from '../db/roles.js';
@@ -103,6 +103,12 @@ program
   .option('--max-claim-batch <n>', 'most tasks claimed in one statement', positiveInt)
   .option('--poll-interval <ms>', 'claim pass at least this often', positiveInt)
   .option('--prefetch <n>', 'claimed tasks held ready beyond the concurrency', nonNegativeInt)
+  .addOption(
+    new Option(
+      '--throughput <mode>',
+      'default, or high: claim ahead for many short tasks (see the docs)',
+    ).choices(['default', 'high']),
+  )
   .option('--no-maintenance', 'do not campaign to run maintenance (reaper, expiry, retention)')
   .option('--migrate', 'apply pending migrations before starting')
   .option(
@@ -122,6 +128,7 @@ program
         maxClaimBatch?: number;
         pollInterval?: number;
         prefetch?: number;
+        throughput?: 'default' | 'high';
         maintenance: boolean;
         migrate?: boolean;
         startupTimeout?: number;
@@ -138,6 +145,7 @@ program
         maxClaimBatch: options.maxClaimBatch,
         pollIntervalMs: options.pollInterval,
         prefetch: options.prefetch,
+        throughput: options.throughput,
         maintenance: options.maintenance,
         appModule: pathToFileURL(resolve(modulePath)).href,
         appExport: options.export,

@@ -87,6 +87,11 @@ export class Worker extends EventEmitter<WorkerEvents> {
     return this.parts.dispatcher.size;
   }
 
+  /** Tasks held now that take a slot: claimed or running (at most `maxClaimPerWorker`). */
+  get activeTasks(): number {
+    return this.parts.dispatcher.busy;
+  }
+
   /** True while this worker runs maintenance for the cluster. */
   get isLeader(): boolean {
     return this.parts.leader.isLeader;

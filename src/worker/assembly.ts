@@ -170,7 +170,10 @@ export function assemble(
       // many as the worker may hold again: a write that lags stops the claims.
       capacity: () =>
         sink.accepting()
-          ? Math.max(0, Math.min(cfg.maxClaimPerWorker - dispatcher.busy, 2 * cfg.maxClaimPerWorker - dispatcher.size))
+          ? Math.max(
+              0,
+              Math.min(cfg.maxClaimPerWorker - dispatcher.busy, 2 * cfg.maxClaimPerWorker - dispatcher.size),
+            )
           : 0,
       idle: () => dispatcher.busy === 0,
       onClaimed: (claimed, started) => {

@@ -16,10 +16,19 @@ export interface WorkerConfig {
   /**
    * Claimed tasks held ready beyond `concurrency`, so a freed slot starts the next task without a claim round
    * trip. They stay CLAIMED (protected by the lease and claimer heartbeats); if the worker dies they are
-   * requeued after `claimedStaleThresholdMs`. Default 0.
+   * requeued after `claimedStaleThresholdMs`. Default 0 (with `throughput: 'high'`, the larger of 490 and ten
+   * times `concurrency`).
    */
   prefetch?: number;
-  /** Most tasks claimed in one statement. Default: `concurrency + prefetch`. */
+  /**
+   * `default`: the worker claims only what it has free slots for, so every task waits in the table where any
+   * worker can take it, and a crash strands nothing that has not started. `high`: for many short tasks, the
+   * worker claims ahead (`prefetch` as above, claims of up to 500) and starts tasks from what it holds; a crash
+   * strands those claims until `claimedStaleThresholdMs`, and tasks held here wait behind long ones while other
+   * workers may idle. Explicit `prefetch` and `maxClaimBatch` win over either. See docs/benchmarks.md.
+   */
+  throughput?: 'default' | 'high';
+  /** Most tasks claimed in one statement. Default: `concurrency + prefetch` (at most 500 with `throughput: 'high'`). */
   maxClaimBatch?: number;
   /** Most tasks this worker holds at once, claimed or running. Default: `concurrency + prefetch`. */
   maxClaimPerWorker?: number;
@@ -82,7 +91,8 @@ export interface WorkerConfig {
 const workerConfigSchema = z.strictObject({
   queues: z.array(z.string().regex(QUEUE_NAME_PATTERN, 'is not a valid queue name')).min(1).optional(),
   concurrency: z.number().int().min(1).max(10_000).default(10),
-  prefetch: z.number().int().min(0).max(100_000).default(0),
+  prefetch: z.number().int().min(0).max(100_000).optional(),
+  throughput: z.enum(['default', 'high']).default('default'),
   maxClaimBatch: z.number().int().min(1).max(10_000).optional(),
   maxClaimPerWorker: z.number().int().min(1).max(100_000).optional(),
   pollIntervalMs: z.number().int().min(10).default(2000),
@@ -110,8 +120,9 @@ const workerConfigSchema = z.strictObject({
 
 /** A {@link WorkerConfig} with defaults applied. */
 export type ResolvedWorkerConfig = Required<
-  Omit<z.output<typeof workerConfigSchema>, 'workerId' | 'appModule' | 'appExport'>
+  Omit<z.output<typeof workerConfigSchema>, 'workerId' | 'appModule' | 'appExport' | 'prefetch'>
 > & {
+  prefetch: number;
   identity: WorkerIdentity;
   appModule: string | null;
   appExport: string | undefined;
@@ -150,12 +161,17 @@ export function resolveWorkerConfig(
   const parsed = parseConfig('worker config', schema, config);
   const host = hostname();
   const processName = basename(process.argv[1] ?? process.title);
+  const high = parsed.throughput === 'high';
+  const prefetch = parsed.prefetch ?? (high ? Math.max(490, 10 * parsed.concurrency) : 0);
   return {
     ...parsed,
+    prefetch,
     // Served in the app's queue order: highest priority first.
     queues: appQueues.filter((q) => (parsed.queues ?? appQueues).includes(q)),
-    maxClaimPerWorker: parsed.maxClaimPerWorker ?? parsed.concurrency + parsed.prefetch,
-    maxClaimBatch: parsed.maxClaimBatch ?? parsed.concurrency + parsed.prefetch,
+    maxClaimPerWorker: parsed.maxClaimPerWorker ?? parsed.concurrency + prefetch,
+    maxClaimBatch:
+      parsed.maxClaimBatch ??
+      (high ? Math.min(500, parsed.concurrency + prefetch) : parsed.concurrency + prefetch),
     blockingThreads: parsed.blockingThreads ?? Math.min(parsed.concurrency, availableParallelism()),
     appModule: parsed.appModule === undefined ? null : String(parsed.appModule),
     appExport: parsed.appExport,

@@ -19,11 +19,28 @@ describe('the worker config', () => {
     expect(resolveWorkerConfig({ synchronousStarts: true }, ['default']).synchronousStarts).toBe(true);
   });
 
+  it("claims ahead with throughput 'high', unless prefetch or the claim batch is set", () => {
+    expect(resolveWorkerConfig({ throughput: 'high' }, ['default'])).toMatchObject({
+      prefetch: 490,
+      maxClaimBatch: 500,
+      maxClaimPerWorker: 500,
+    });
+    expect(resolveWorkerConfig({ throughput: 'high', concurrency: 100 }, ['default'])).toMatchObject({
+      prefetch: 1_000,
+      maxClaimBatch: 500,
+      maxClaimPerWorker: 1_100,
+    });
+    expect(
+      resolveWorkerConfig({ throughput: 'high', prefetch: 20, maxClaimBatch: 7 }, ['default']),
+    ).toMatchObject({ prefetch: 20, maxClaimBatch: 7, maxClaimPerWorker: 30 });
+  });
+
   it('reports every bad field at once', () => {
     const bad = {
       concurrency: 0,
       prefetch: -1,
       synchronousStarts: 'yes',
+      throughput: 'max',
       queues: ['nope'],
     } as unknown as WorkerConfig;
     const { problems } = thrown(() => resolveWorkerConfig(bad, ['default']), ConfigError);
@@ -32,6 +49,7 @@ describe('the worker config', () => {
       'prefetch',
       'queues.0',
       'synchronousStarts',
+      'throughput',
     ]);
   });
 });

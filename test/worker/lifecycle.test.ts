@@ -550,8 +550,12 @@ describe('the worker', () => {
       },
     });
     const worker = createWorker(app, { concurrency: 3 });
+    let maxActive = 0;
     let maxHeld = 0;
-    worker.on('task:claimed', () => (maxHeld = Math.max(maxHeld, worker.heldTasks)));
+    worker.on('task:claimed', () => {
+      maxActive = Math.max(maxActive, worker.activeTasks);
+      maxHeld = Math.max(maxHeld, worker.heldTasks);
+    });
     await worker.start();
     const handles = await busy.sendMany(Array.from({ length: 60 }, (_, i) => ({ input: { i } })));
     let maxInDb = 0;
@@ -565,8 +569,11 @@ describe('the worker', () => {
       return c!.done === handles.length;
     });
     expect(peak).toBeLessThanOrEqual(3);
-    expect(maxHeld).toBeLessThanOrEqual(3);
-    expect(maxInDb).toBeLessThanOrEqual(3);
+    expect(maxActive).toBeLessThanOrEqual(3);
+    // A task whose handler returned frees its slot while its outcome is written (it is still RUNNING in its
+    // row meanwhile): the worker holds at most as many of those again.
+    expect(maxHeld).toBeLessThanOrEqual(6);
+    expect(maxInDb).toBeLessThanOrEqual(6);
     await worker.stop();
   });
 
