@@ -112,6 +112,9 @@ describe('poison and hand-written rows', () => {
       { task_name: 'poison.echo', status: 'RUNNING' },
       { task_name: 'poison.echo', status: 'COMPLETED' },
       { task_name: 'poison.echo', kwargs: null },
+      // Text that is not JSON at all: the column is jsonb.
+      { task_name: 'poison.echo', kwargs: '{"n": 1' },
+      { task_name: 'poison.echo', task_options: 'retry: 3' },
       // Counters at the top of the integer range (migration 16): the claim, start or resubmit would overflow.
       { task_name: 'poison.echo', attempt: 2147483647 },
       { task_name: 'poison.echo', claim_generation: 2147483647 },
@@ -130,9 +133,9 @@ describe('poison and hand-written rows', () => {
       expect(error, JSON.stringify(columns)).not.toBeNull();
       violations.push(error!.code!);
     }
-    // 23514 check_violation, 23502 not_null_violation.
+    // 23514 check_violation, 23502 not_null_violation, 22P02 invalid_text_representation.
     expect(violations).toEqual([
-      ...['23514', '23514', '23514', '23514', '23514', '23514', '23514', '23502'],
+      ...['23514', '23514', '23514', '23514', '23514', '23514', '23514', '23502', '22P02', '22P02'],
       ...['23514', '23514', '23514'],
       ...['23514', '23514', '23514', '23514', '23514'],
     ]);
