@@ -3,15 +3,21 @@
  * tasks, drained by a real worker. Every good task completes; every bad row ends with a clear code and the attempt
  * rows its runs left (or stays visibly PENDING when no worker can run it), and no row is claimed over and over.
  */
-import { describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { checkDatabase } from '../../src/client/checks.js';
 import { TaskError } from '../../src/errors.js';
 import { createWorker } from '../../src/worker/Worker.js';
 import { eventually, useTestSchema } from '../support/db.js';
-import { fastRecovery } from '../support/fixtures.js';
+import { fastRecovery, fixtureModule, importFixture } from '../support/fixtures.js';
 
 const t = await useTestSchema();
+// Blocking tasks run on threads that load their app from a module (kept configured for this file's schema).
+const blocking = await importFixture(
+  { schema: t.schema, keep: true },
+  () => import('../fixtures/blockingApp.js'),
+);
+afterAll(() => blocking.app.close());
 
 interface Row {
   id: string;
@@ -374,3 +380,33 @@ describe('poison and hand-written rows', () => {
 function flakyStarts(id: string, flakyId: string): number {
   return id === flakyId ? 3 : 1;
 }
+
+describe('poison rows of a blocking task', () => {
+  it('validates the stored input on the thread: VALIDATION_FAILED, and the good ones complete', async () => {
+    const good = await Promise.all([1, 2, 3].map((ms) => blocking.spinContext.send({ ms })));
+    const scalar = await insertRow({ task_name: 'spin.context', kwargs: '"x"' });
+    const negative = await insertRow({ task_name: 'spin.context', kwargs: '{"ms": -1}' });
+    const worker = createWorker(blocking.app, {
+      concurrency: 2,
+      blockingThreads: 1,
+      appModule: fixtureModule('blockingApp.ts'),
+    });
+    await worker.start();
+    try {
+      for (const handle of good) expect((await handle.result({ timeoutMs: 20_000 })).ok).toBe(true);
+      for (const id of [scalar, negative]) {
+        await eventually(async () => (await row(id)).status === 'FAILED');
+        expect(await row(id)).toMatchObject({
+          error_code: 'VALIDATION_FAILED',
+          attempt: 1,
+          claim_generation: 1,
+        });
+        expect((await attempts(id)).map((a) => [a.outcome, a.error_code])).toEqual([
+          ['FAILED', 'VALIDATION_FAILED'],
+        ]);
+      }
+    } finally {
+      await worker.stop();
+    }
+  });
+});
