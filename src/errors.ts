@@ -18,6 +18,7 @@ export const BUILTIN_ERROR_CODES = [
   'TASK_TIMEOUT',
   'TASK_EXPIRED',
   'TASK_CANCELLED',
+  'TASK_THROTTLED',
   'WORKER_SHUTDOWN',
   'VALIDATION_FAILED',
   'RESULT_NOT_SERIALIZABLE',
@@ -70,6 +71,42 @@ export class TaskError<C extends string = string> extends Error {
     return this.data === undefined
       ? { code: this.code, message: this.message }
       : { code: this.code, message: this.message, data: this.data };
+  }
+}
+
+/**
+ * An upstream throttled the run (an HTTP 429 with `Retry-After`, a quota error): return or throw it from a handler.
+ * The task goes back to PENDING and runs again after `retryAfterMs`, without counting against its retries (its
+ * attempt is recorded with this code); and every rate limiter that applies to the task (its queue's and its own
+ * `rateLimit`) starts nothing more until then, on every worker. It fails with this code only if the wait would
+ * pass its `goodUntil`, and is cancelled if a cancel was requested.
+ */
+export class TaskThrottledError extends TaskError<'TASK_THROTTLED'> {
+  /** How long the upstream asked to wait, in ms. */
+  readonly retryAfterMs: number;
+
+  constructor(options: { retryAfterMs: number; message?: string }) {
+    const ms = options.retryAfterMs;
+    if (!Number.isFinite(ms) || ms < 0 || ms > 7 * 24 * 3600 * 1000) {
+      throw new RangeError(`retryAfterMs must be 0 to 7 days in ms, got ${String(ms)}`);
+    }
+    super('TASK_THROTTLED', options.message ?? `throttled by an upstream: retry after ${Math.ceil(ms)} ms`, {
+      retryAfterMs: Math.ceil(ms),
+    });
+    this.retryAfterMs = Math.ceil(ms);
+  }
+
+  /**
+   * From an HTTP `Retry-After` header: delay seconds or an HTTP date (`fallbackMs` when it is missing or
+   * unreadable, default 1 s).
+   */
+  static fromRetryAfter(header: string | null | undefined, fallbackMs = 1000): TaskThrottledError {
+    const value = header?.trim() ?? '';
+    let ms = fallbackMs;
+    const date = Date.parse(value);
+    if (/^\d+(\.\d+)?$/.test(value)) ms = Number(value) * 1000;
+    else if (value !== '' && !Number.isNaN(date)) ms = Math.max(0, date - Date.now());
+    return new TaskThrottledError({ retryAfterMs: Math.min(ms, 7 * 24 * 3600 * 1000) });
   }
 }
 

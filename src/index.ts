@@ -26,7 +26,7 @@ export type {
 export type { CancelResult, QueueInfo, ResubmitResult, TaskFilter } from './client/operations.js';
 export type { ErrorClass, ErrorCodeMap } from './client/policy.js';
 export type { BackoffStrategy, RetryPolicy } from './retry.js';
-export type { MetricsConfig, QueueConfig } from './client/config.js';
+export type { MetricsConfig, QueueConfig, RateLimit } from './client/config.js';
 export type { HorsiesMetrics } from './metrics/Metrics.js';
 export { serveMetrics } from './metrics/MetricsServer.js';
 export type { MetricsServer, MetricsServerOptions } from './metrics/MetricsServer.js';
@@ -97,6 +97,7 @@ export {
   PayloadTooLargeError,
   SendOptionsError,
   TaskError,
+  TaskThrottledError,
   TaskTransactionError,
   UnknownQueueError,
   WorkflowDefinitionError,

@@ -392,8 +392,10 @@ export interface TaskFinish {
   /**
    * `RETRY` goes back to PENDING after `retryDelayMs` (or FAILED if that would pass `good_until`). `RELEASE`
    * hands the task back to PENDING as if this attempt never ran: no attempt row, attempt count restored.
+   * `THROTTLED` (an upstream throttled the run) goes back to PENDING after `retryDelayMs` like a retry, with its
+   * attempt row, but without counting against the task's retries.
    */
-  status: 'COMPLETED' | 'FAILED' | 'CANCELLED' | 'RETRY' | 'RELEASE';
+  status: 'COMPLETED' | 'FAILED' | 'CANCELLED' | 'RETRY' | 'RELEASE' | 'THROTTLED';
   /** JSON text of the result envelope (ignored for RETRY and RELEASE). */
   result: string;
   errorCode: string | null;
@@ -471,37 +473,40 @@ export const TaskFinishMany = statement<
    ), decided AS (
      SELECT g.*,
             CASE
-              WHEN g.status <> 'RETRY' THEN g.status
+              WHEN g.status NOT IN ('RETRY', 'THROTTLED') THEN g.status
               WHEN g.cancel_requested_at IS NOT NULL THEN 'CANCELLED'
               WHEN g.good_until IS NOT NULL
                    AND now() + g.retry_delay_ms * interval '1 millisecond' >= g.good_until THEN 'FAILED'
-              ELSE 'RETRY'
+              ELSE g.status
             END AS final
      FROM target g
    ), finished AS (
      UPDATE {{schema}}.horsies_tasks t
-     SET status = CASE WHEN d.final IN ('RETRY', 'RELEASE') THEN 'PENDING' ELSE d.final END,
+     SET status = CASE WHEN d.final IN ('RETRY', 'RELEASE', 'THROTTLED') THEN 'PENDING' ELSE d.final END,
          completed_at = CASE WHEN d.final = 'COMPLETED' THEN now() END,
          failed_at = CASE WHEN d.final = 'FAILED' THEN now() END,
-         finished_at = CASE WHEN d.final NOT IN ('RETRY', 'RELEASE') THEN now() END,
-         result = CASE WHEN d.final IN ('RETRY', 'RELEASE') THEN NULL
-                       WHEN d.final = 'CANCELLED' AND d.status = 'RETRY' THEN jsonb_build_object('err',
+         finished_at = CASE WHEN d.final NOT IN ('RETRY', 'RELEASE', 'THROTTLED') THEN now() END,
+         result = CASE WHEN d.final IN ('RETRY', 'RELEASE', 'THROTTLED') THEN NULL
+                       WHEN d.final = 'CANCELLED' AND d.status IN ('RETRY', 'THROTTLED') THEN jsonb_build_object('err',
                          jsonb_build_object('code', 'TASK_CANCELLED', 'message', 'cancelled instead of retried'))
                        ELSE d.result END,
-         error_code = CASE WHEN d.final IN ('RETRY', 'RELEASE') THEN NULL
-                           WHEN d.final = 'CANCELLED' AND d.status = 'RETRY' THEN 'TASK_CANCELLED'
+         error_code = CASE WHEN d.final IN ('RETRY', 'RELEASE', 'THROTTLED') THEN NULL
+                           WHEN d.final = 'CANCELLED' AND d.status IN ('RETRY', 'THROTTLED') THEN 'TASK_CANCELLED'
                            ELSE d.error_code END,
-         failed_reason = CASE WHEN d.final IN ('RETRY', 'RELEASE') THEN NULL ELSE d.failed_reason END,
+         failed_reason = CASE WHEN d.final IN ('RETRY', 'RELEASE', 'THROTTLED') THEN NULL ELSE d.failed_reason END,
          claimed = false,
          claim_expires_at = NULL,
-         claimed_at = CASE WHEN d.final IN ('RETRY', 'RELEASE') THEN NULL ELSE t.claimed_at END,
-         claimed_by_worker_id = CASE WHEN d.final IN ('RETRY', 'RELEASE') THEN NULL ELSE t.claimed_by_worker_id END,
-         started_at = CASE WHEN d.final IN ('RETRY', 'RELEASE') THEN NULL ELSE t.started_at END,
+         claimed_at = CASE WHEN d.final IN ('RETRY', 'RELEASE', 'THROTTLED') THEN NULL ELSE t.claimed_at END,
+         claimed_by_worker_id = CASE WHEN d.final IN ('RETRY', 'RELEASE', 'THROTTLED') THEN NULL
+                                     ELSE t.claimed_by_worker_id END,
+         started_at = CASE WHEN d.final IN ('RETRY', 'RELEASE', 'THROTTLED') THEN NULL ELSE t.started_at END,
          attempt = t.attempt - CASE WHEN d.final = 'RELEASE' THEN 1 ELSE 0 END,
          retry_count = t.retry_count + CASE WHEN d.final = 'RETRY' THEN 1 ELSE 0 END,
-         next_retry_at = CASE WHEN d.final = 'RETRY' THEN now() + d.retry_delay_ms * interval '1 millisecond'
+         next_retry_at = CASE WHEN d.final IN ('RETRY', 'THROTTLED')
+                              THEN now() + d.retry_delay_ms * interval '1 millisecond'
                               WHEN d.final = 'RELEASE' THEN t.next_retry_at END,
-         enqueued_at = CASE WHEN d.final = 'RETRY' THEN now() + d.retry_delay_ms * interval '1 millisecond'
+         enqueued_at = CASE WHEN d.final IN ('RETRY', 'THROTTLED')
+                            THEN now() + d.retry_delay_ms * interval '1 millisecond'
                             ELSE t.enqueued_at END,
          -- At least 10 s, so that a caller awaiting the result can still read it (retention 0).
          purge_after = CASE WHEN d.final = 'COMPLETED' AND t.retention_ms IS NOT NULL
@@ -520,8 +525,9 @@ export const TaskFinishMany = statement<
         worker_id, worker_hostname, worker_pid, worker_process_name)
      SELECT f.id, f.attempt,
             CASE WHEN f.crashed THEN 'WORKER_FAILURE' WHEN f.final = 'COMPLETED' THEN 'COMPLETED' ELSE 'FAILED' END,
-            f.final = 'RETRY', f.started_at, now(),
-            CASE WHEN f.final = 'CANCELLED' AND f.requested = 'RETRY' THEN 'TASK_CANCELLED' ELSE f.error_code END,
+            f.final IN ('RETRY', 'THROTTLED'), f.started_at, now(),
+            CASE WHEN f.final = 'CANCELLED' AND f.requested IN ('RETRY', 'THROTTLED') THEN 'TASK_CANCELLED'
+                 ELSE f.error_code END,
             f.error_message, f.failed_reason, f.worker_id, f.worker_hostname, f.worker_pid, f.worker_process_name
      FROM finished f
      WHERE f.final <> 'RELEASE'

@@ -58,6 +58,8 @@ export interface ExecutorHooks {
   onFinished(finish: TaskFinish, task: ClaimedTaskRow): void;
   /** A run ended whose outcome its transactional finish already committed (`row`): report it as written. */
   onCommitted(finish: TaskFinish, row: TaskFinishRow, task: ClaimedTaskRow): void;
+  /** An upstream throttled the run (`TASK_THROTTLED`): pause its rate limiters before its finish is written. */
+  onThrottled?(task: ClaimedTaskRow, retryAfterMs: number): Promise<void>;
 }
 
 /** Settings of an {@link Executor}. */
@@ -276,6 +278,7 @@ export class Executor {
       this.progress.delete(task.id);
       await progress.close();
     }
+    if (finish.status === 'THROTTLED') await this.hooks.onThrottled?.(task, finish.retryDelayMs);
     span?.end(verdict?.kind === 'committed' ? verdict.finish : finish);
     // After the slot is free, so the worker can start the next task at once.
     if (verdict?.kind === 'committed') this.hooks.onCommitted(verdict.finish, verdict.row, task);
@@ -402,6 +405,9 @@ export class Executor {
       errorMessage: outcome.message,
     };
     if (stopReason === 'cancel') return { ...failure, status: 'CANCELLED' };
+    // An upstream's throttle: retried when it says, without counting against the retries.
+    const throttle = stopReason === null ? throttledAfterMs(outcome) : null;
+    if (throttle !== null) return { ...failure, status: 'THROTTLED', retryDelayMs: throttle };
     const decision = decideRetry(
       retryPolicy ?? definition?.policies.retry,
       { code: outcome.code, retryCount: task.retry_count, maxRetries: task.max_retries },
@@ -431,4 +437,11 @@ function stopOutcome(reason: StopReason, timeoutMs: number | null): TaskError {
     case 'lost':
       return new TaskError('WORKER_CRASHED', 'the claim was lost while the task ran');
   }
+}
+
+// The wait a TASK_THROTTLED outcome asks for (also one that crossed a thread as plain data), else null.
+function throttledAfterMs(outcome: TaskError): number | null {
+  if (outcome.code !== 'TASK_THROTTLED') return null;
+  const ms = (outcome.data as { retryAfterMs?: unknown } | undefined)?.retryAfterMs;
+  return typeof ms === 'number' && Number.isFinite(ms) && ms >= 0 ? Math.ceil(ms) : 1000;
 }

@@ -9,6 +9,7 @@ import { TaskClaim, TaskClaimAndStart } from '../db/tasks.js';
 import type { ClaimAndStartRow, ClaimedTaskRow, WorkerIdentity } from '../db/tasks.js';
 import type { CapGuard } from './CapGuard.js';
 import type { StartedWithClaim } from './Dispatcher.js';
+import type { FlowGuard } from './FlowGuard.js';
 
 /** Settings of a {@link Producer}. */
 export interface ProducerOptions {
@@ -60,6 +61,7 @@ export class Producer {
     private readonly options: ProducerOptions,
     private readonly hooks: ProducerHooks,
     private readonly caps: CapGuard,
+    private readonly flow: FlowGuard | null = null,
   ) {}
 
   /**
@@ -74,9 +76,11 @@ export class Producer {
     const claimed: ClaimedTaskRow[] = [];
     for (const queue of this.options.queues) {
       const wanted = limit - claimed.length;
-      const { rows, started } = this.caps.applies(queue)
-        ? { rows: await this.claimCapped(queue, taskNames, wanted), started: undefined }
-        : await this.claimAndStart(queue, taskNames, wanted);
+      const { rows, started } = this.flow?.applies(queue)
+        ? { rows: await this.claimLimited(this.flow, queue, taskNames, wanted), started: undefined }
+        : this.caps.applies(queue)
+          ? { rows: await this.claimCapped(queue, taskNames, wanted), started: undefined }
+          : await this.claimAndStart(queue, taskNames, wanted);
       if (rows.length === 0) continue;
       claimed.push(...rows);
       this.hooks.onClaimed(rows, started);
@@ -134,6 +138,20 @@ export class Producer {
 
   private claimParams(queue: string, taskNames: string[]) {
     return { queue, taskNames, leaseMs: this.options.leaseMs, worker: this.options.identity };
+  }
+
+  // Under a rate limiter or a group limit (FlowGuard; within the caps' lock when a cap applies too): claims only,
+  // so that starts go through the dispatcher, which starts rate-limited tasks under their limiters.
+  private async claimLimited(
+    flow: FlowGuard,
+    queue: string,
+    taskNames: string[],
+    wanted: number,
+  ): Promise<ClaimedTaskRow[]> {
+    const params = this.claimParams(queue, taskNames);
+    return this.caps.applies(queue)
+      ? this.caps.claimWithin(queue, wanted, (on, room) => flow.claim({ ...params, limit: room }, on))
+      : flow.claim({ ...params, limit: wanted });
   }
 
   /** Starts the loop. */

@@ -1,0 +1,203 @@
+/**
+ * Flow-control statements of the claim side (migration 14): rate limiters and per-group limits. Only queues and
+ * tasks that have such a limit ever run these; the plain claim and start (`tasks.ts`) are untouched.
+ *
+ * A rate limiter is a row of `horsies_rate_limiters` keyed `queue:<name>` or `task:<name>`, holding the starts of
+ * its last interval. The claim reads its room without a lock (so a worker claims no more than could start now);
+ * the start locks the row, grants, starts and records in one statement (`horsies_start_limited`), so the limit is
+ * exact cluster-wide on the tasks' `started_at`.
+ */
+import { statement } from './Database.js';
+import type { ClaimParams, ClaimedTaskRow, TaskStartRow } from './tasks.js';
+
+/** One limiter as a statement takes it: its key and its settings. */
+export interface LimiterSpec {
+  key: string;
+  maxStarts: number;
+  intervalMs: number;
+}
+
+function limiterArrays(limiters: readonly LimiterSpec[]): [string[], number[], number[]] {
+  return [limiters.map((l) => l.key), limiters.map((l) => l.maxStarts), limiters.map((l) => l.intervalMs)];
+}
+
+/**
+ * PENDING → CLAIMED for up to `limit` tasks of one queue, at most the room the `limiters` have left now, and with
+ * `groupLimit` at most that many tasks of one group in flight, groups taken in turn (`horsies_claim_limited`).
+ * The rows are those of {@link TaskClaim}.
+ */
+export const TaskClaimLimited = statement<
+  ClaimParams & { limiters: readonly LimiterSpec[]; groupLimit: number | null },
+  ClaimedTaskRow
+>(
+  'TaskClaimLimited',
+  `SELECT * FROM {{schema}}.horsies_claim_limited($1, $2::text[], $3, $4, $5, $6, $7, $8,
+     CASE WHEN cardinality($9::text[]) = 0 THEN 2147483647
+          ELSE {{schema}}.horsies_rate_room($9::text[], $10::int[], $11::int[]) END, $12)`,
+  ({ queue, taskNames, limit, leaseMs, worker, limiters, groupLimit }) => [
+    queue,
+    taskNames,
+    limit,
+    leaseMs,
+    worker.workerId,
+    worker.hostname,
+    worker.pid,
+    worker.processName,
+    ...limiterArrays(limiters),
+    groupLimit,
+  ],
+);
+
+/** A row of {@link TaskStartLimited}: a start row, or DEFERRED with the time the limiters have room again. */
+export interface LimitedStartRow {
+  id: string;
+  status: TaskStartRow['status'] | 'DEFERRED';
+  attempt: number | null;
+  /** The start's time; for a DEFERRED row, when to try again. */
+  started_at: Date | null;
+}
+
+/**
+ * Starts claimed tasks (in the order given) under the `limiters` (sorted by key by the caller): as many as all of
+ * them have room for, as `TaskStartMany` does, and DEFERRED rows for the rest (`horsies_start_limited`). Can fail
+ * with a serialization failure (40001) when a start that began later was recorded first: run it again.
+ */
+export const TaskStartLimited = statement<
+  {
+    limiters: readonly LimiterSpec[];
+    workerId: string;
+    tasks: { id: string; generation: number; workflow: boolean }[];
+    waitForFlush: boolean;
+  },
+  LimitedStartRow
+>(
+  'TaskStartLimited',
+  `SELECT * FROM {{schema}}.horsies_start_limited($1::text[], $2::int[], $3::int[], $4, $5::text[], $6::text[], $7,
+     $8::text[])`,
+  ({ limiters, workerId, tasks, waitForFlush }) => [
+    ...limiterArrays(limiters),
+    workerId,
+    tasks.map((t) => t.id),
+    tasks.map((t) => `${t.id}:${t.generation}`),
+    waitForFlush,
+    tasks.filter((t) => t.workflow).map((t) => t.id),
+  ],
+);
+
+/** No start under these limiters for `afterMs` from the database's now (unless a later pause stands). */
+export const RateLimiterPause = statement<
+  { limiters: readonly LimiterSpec[]; afterMs: number },
+  Record<string, never>
+>(
+  'RateLimiterPause',
+  `SELECT {{schema}}.horsies_rate_pause($1::text[], $2::int[], $3::int[], $4)`,
+  ({ limiters, afterMs }) => [...limiterArrays(limiters), afterMs],
+);
+
+/** A limiter's state as `horsies queues list` and `getTask` show it. */
+export interface RateLimiterRow {
+  limiter_key: string;
+  max_starts: number;
+  interval_ms: number;
+  /** Starts within the last interval. */
+  used: number;
+  paused_until: Date | null;
+  /** When the limiter has room again (now or earlier when it has room). */
+  free_at: Date;
+}
+
+/** Every limiter's state, or only those named in `keys` when given. */
+export const RateLimiterList = statement<{ keys: string[] | null }, RateLimiterRow>(
+  'RateLimiterList',
+  `SELECT r.limiter_key, r.max_starts, r.interval_ms, u.used::int AS used, r.paused_until,
+          GREATEST(now(), r.paused_until, CASE WHEN u.used >= r.max_starts THEN (
+            SELECT min(x.at) + r.interval_ms * interval '1 millisecond'
+            FROM (SELECT w.at, sum(w.n) OVER (ORDER BY w.at DESC) AS newer
+                  FROM unnest(r.window_at, r.window_count) AS w(at, n)
+                  WHERE w.at > now() - r.interval_ms * interval '1 millisecond') x
+            WHERE x.newer >= r.max_starts) END) AS free_at
+   FROM {{schema}}.horsies_rate_limiters r
+   CROSS JOIN LATERAL (
+     SELECT COALESCE(sum(w.n), 0) AS used FROM unnest(r.window_at, r.window_count) AS w(at, n)
+     WHERE w.at > now() - r.interval_ms * interval '1 millisecond'
+   ) u
+   WHERE $1::text[] IS NULL OR r.limiter_key = ANY ($1::text[])
+   ORDER BY r.limiter_key`,
+  ({ keys }) => [keys],
+);
+
+/** A queue's group limit, as last declared by a worker. */
+export interface GroupLimitRow {
+  queue_name: string;
+  group_limit: number;
+  /** Groups with tasks in flight in the queue, and how many of them are at the limit. */
+  busy_groups: number;
+  full_groups: number;
+}
+
+/** Every queue's group limit with its groups in flight. */
+export const GroupLimitList = statement<Record<string, never>, GroupLimitRow>(
+  'GroupLimitList',
+  `SELECT g.queue_name, g.group_limit, count(b.group_key)::int AS busy_groups,
+          count(b.group_key) FILTER (WHERE b.n >= g.group_limit)::int AS full_groups
+   FROM {{schema}}.horsies_group_limits g
+   LEFT JOIN LATERAL (
+     SELECT t.group_key, count(*) AS n FROM {{schema}}.horsies_tasks t
+     WHERE t.claimed AND t.group_key IS NOT NULL AND t.queue_name = g.queue_name
+       AND (t.status = 'RUNNING' OR t.claim_expires_at > now())
+     GROUP BY t.group_key
+   ) b ON true
+   GROUP BY g.queue_name, g.group_limit
+   ORDER BY g.queue_name`,
+  () => [],
+);
+
+/** Why one PENDING task waits, as far as flow control goes. */
+export interface TaskFlowRow {
+  /** The database's clock. */
+  now: Date;
+  /** Its queue is paused. */
+  paused: boolean;
+  /** The group's limit in the task's queue and its tasks in flight (null when the queue has no group limit). */
+  group_limit: number | null;
+  group_in_flight: number | null;
+  /** The latest time one of the task's limiters has room again, when that is later than now. */
+  limited_until: Date | null;
+  limited_by: string | null;
+}
+
+/** State of a task's queue (paused), group and limiters (keys `queue:<queue>` and `task:<name>`). */
+export const TaskFlowState = statement<
+  { queue: string; taskName: string; group: string | null },
+  TaskFlowRow
+>(
+  'TaskFlowState',
+  `SELECT now() AS now,
+          EXISTS (SELECT 1 FROM {{schema}}.horsies_queue_state q WHERE q.queue_name = $1 AND q.paused) AS paused,
+          g.group_limit,
+          CASE WHEN g.group_limit IS NOT NULL AND $3::text IS NOT NULL THEN (
+            SELECT count(*)::int FROM {{schema}}.horsies_tasks t
+            WHERE t.claimed AND t.group_key IS NOT NULL AND t.queue_name = $1 AND t.group_key = $3
+              AND (t.status = 'RUNNING' OR t.claim_expires_at > now())) END AS group_in_flight,
+          l.free_at AS limited_until, l.limiter_key AS limited_by
+   FROM (SELECT 1) one
+   LEFT JOIN {{schema}}.horsies_group_limits g ON g.queue_name = $1
+   LEFT JOIN LATERAL (
+     SELECT r.limiter_key,
+            GREATEST(r.paused_until, CASE WHEN u.used >= r.max_starts THEN (
+              SELECT min(x.at) + r.interval_ms * interval '1 millisecond'
+              FROM (SELECT w.at, sum(w.n) OVER (ORDER BY w.at DESC) AS newer
+                    FROM unnest(r.window_at, r.window_count) AS w(at, n)
+                    WHERE w.at > now() - r.interval_ms * interval '1 millisecond') x
+              WHERE x.newer >= r.max_starts) END) AS free_at
+     FROM {{schema}}.horsies_rate_limiters r
+     CROSS JOIN LATERAL (
+       SELECT COALESCE(sum(w.n), 0) AS used FROM unnest(r.window_at, r.window_count) AS w(at, n)
+       WHERE w.at > now() - r.interval_ms * interval '1 millisecond'
+     ) u
+     WHERE r.limiter_key IN ('queue:' || $1, 'task:' || $2)
+     ORDER BY 2 DESC NULLS LAST
+     LIMIT 1
+   ) l ON l.free_at > now()`,
+  ({ queue, taskName, group }) => [queue, taskName, group],
+);

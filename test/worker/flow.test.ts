@@ -1,0 +1,222 @@
+/**
+ * Flow control on the claim side: a rate limit held exactly across worker processes (counted from the rows'
+ * started_at), an upstream's throttle pausing its limiter without using the task's retries, claims taking groups
+ * in turn, a tenant's burst of 100,000 tasks not starving a small one, the reason getTask gives for a waiting
+ * task, and bad configuration refused.
+ */
+import { describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { ConfigError, TaskThrottledError, createApp } from '../../src/index.js';
+import { TaskClaimLimited } from '../../src/db/flow.js';
+import { createWorker } from '../../src/worker/Worker.js';
+import { databaseUrl, eventually, useTestSchema } from '../support/db.js';
+import { startWorkerProcess } from '../support/processes.js';
+
+const t = await useTestSchema();
+await t.query(
+  `CREATE TABLE {{schema}}.cap_runs (task_id text, queue text, label text, started bigint, finished bigint, pid int)`,
+);
+
+/** Most starts within any window of `windowMs` (from the start times, in µs since the epoch). */
+function mostStartsInWindow(startsUs: number[], windowMs: number): number {
+  const sorted = [...startsUs].sort((a, b) => a - b);
+  let most = 0;
+  let first = 0;
+  for (let last = 0; last < sorted.length; last += 1) {
+    while (sorted[last]! - sorted[first]! >= windowMs * 1000) first += 1;
+    most = Math.max(most, last - first + 1);
+  }
+  return most;
+}
+
+describe('rate limits', () => {
+  it('hold exactly across three worker processes, counted from the rows started_at', async () => {
+    const limit = { max: 4, intervalMs: 300 };
+    const appConfig = { queues: [{ name: 'rated', rateLimit: limit }] };
+    const env = {
+      databaseUrl: databaseUrl(),
+      schema: t.schema,
+      appConfig,
+      module: 'test/fixtures/capacityApp.ts',
+    };
+    const workers = [0, 1, 2].map(() =>
+      startWorkerProcess(env, ['--concurrency', '4', '--poll-interval', '50']),
+    );
+    await Promise.all(workers.map((w) => w.ready));
+
+    const producer = t.app(appConfig);
+    const work = producer.task({
+      name: 'cap.work',
+      input: z.object({ ms: z.number(), label: z.string() }),
+      handler: () => 'unused',
+    });
+    const total = 36;
+    const handles = await work.sendMany(
+      Array.from({ length: total }, (_, i) => ({ input: { ms: 5, label: `r${i}` } })),
+    );
+    await Promise.all(handles.map((h) => h.result({ timeoutMs: 60_000 })));
+
+    const rows = await t.query<{ us: string; pid: number }>(
+      `SELECT (extract(epoch FROM started_at) * 1000000)::bigint::text AS us, worker_pid AS pid
+       FROM {{schema}}.horsies_tasks WHERE queue_name = 'rated' AND status = 'COMPLETED'`,
+    );
+    expect(rows).toHaveLength(total);
+    const starts = rows.map((r) => Number(r.us));
+    // Never more than the limit in any window; the limit was reached, so the limiter (not chance) spaced them.
+    expect(mostStartsInWindow(starts, limit.intervalMs)).toBe(limit.max);
+    const spanMs = (Math.max(...starts) - Math.min(...starts)) / 1000;
+    expect(spanMs).toBeGreaterThanOrEqual((total / limit.max - 1) * limit.intervalMs);
+    // Every process started some of them.
+    expect(new Set(rows.map((r) => r.pid)).size).toBe(3);
+    for (const w of workers) w.child.kill('SIGTERM');
+    await Promise.all(workers.map((w) => w.exited));
+  }, 90_000);
+
+  it('an upstream throttle pauses the limiter for everyone, and the task retries without using its retries', async () => {
+    const app = t.app({ queues: [{ name: 'upstream', rateLimit: { max: 100, intervalMs: 1000 } }] });
+    const pauseMs = 1_500;
+    const api = app.task({
+      name: 'flow.api',
+      queue: 'upstream',
+      input: z.object({ label: z.string() }),
+      handler: async ({ label }, ctx) => {
+        if (label === 'first' && ctx.attempt === 1) throw new TaskThrottledError({ retryAfterMs: pauseMs });
+        return label;
+      },
+    });
+    const worker = createWorker(app, { concurrency: 4, pollIntervalMs: 50 });
+    await worker.start();
+    const first = await api.send({ label: 'first' });
+    // The throttled attempt is written: the task is PENDING again, its limiter paused.
+    const paused = await eventually(async () => {
+      const [row] = await t.query<{ paused_until: Date | null }>(
+        `SELECT paused_until FROM {{schema}}.horsies_rate_limiters WHERE limiter_key = 'queue:upstream'`,
+      );
+      return row?.paused_until ?? undefined;
+    });
+    const others = await api.sendMany([{ input: { label: 'a' } }, { input: { label: 'b' } }]);
+    const waiting = await app.getTask(others[0]!.id);
+    expect(waiting?.status).toBe('PENDING');
+    expect(waiting?.waiting).toMatch(/^rate limited until .* \(queue:upstream\)$/);
+
+    await expect(first.result({ timeoutMs: 20_000 })).resolves.toEqual({ ok: true, value: 'first' });
+    for (const h of others)
+      await expect(h.result({ timeoutMs: 20_000 })).resolves.toMatchObject({ ok: true });
+    await worker.stop();
+
+    const rows = await t.query<{ id: string; started_at: Date; retry_count: number; max_retries: number }>(
+      `SELECT id, started_at, retry_count, max_retries FROM {{schema}}.horsies_tasks WHERE task_name = 'flow.api'`,
+    );
+    // Nothing of that limiter started before the pause ended: neither the other tasks nor the throttled one.
+    for (const row of rows) expect(row.started_at.getTime()).toBeGreaterThanOrEqual(paused.getTime());
+    const firstRow = rows.find((r) => r.id === first.id)!;
+    expect(firstRow).toMatchObject({ retry_count: 0, max_retries: 0 });
+    const info = await app.getTask(first.id, { attempts: true });
+    expect(info?.attempts?.map((a) => [a.attempt, a.outcome, a.errorCode, a.willRetry])).toEqual([
+      [1, 'FAILED', 'TASK_THROTTLED', true],
+      [2, 'COMPLETED', null, false],
+    ]);
+  }, 60_000);
+});
+
+describe('fair sharing', () => {
+  it('a grouped claim takes the groups in turn, each within its room', async () => {
+    const app = t.app({ queues: [{ name: 'turns', maxConcurrencyPerGroup: 2 }] });
+    const job = app.task({ name: 'flow.turn', queue: 'turns', input: z.object({}), handler: () => null });
+    for (const group of ['a', 'b', 'c']) {
+      await job.sendMany(Array.from({ length: 5 }, () => ({ input: {}, group })));
+    }
+    const claim = (limit: number) =>
+      app.db.run(TaskClaimLimited, {
+        queue: 'turns',
+        taskNames: ['flow.turn'],
+        limit,
+        leaseMs: 60_000,
+        worker: { workerId: 'w-test', hostname: 'h', pid: 1, processName: 'p' },
+        limiters: [],
+        groupLimit: 2,
+      });
+    const groupsOf = async (ids: string[]) =>
+      (
+        await t.query<{ group_key: string }>(
+          `SELECT group_key FROM {{schema}}.horsies_tasks WHERE id = ANY ($1) ORDER BY group_key`,
+          [ids],
+        )
+      ).map((r) => r.group_key);
+    // Two per claim: one group after the other, starting where the last claim ended.
+    expect(await groupsOf((await claim(2)).map((r) => r.id))).toEqual(['a', 'b']);
+    expect(await groupsOf((await claim(2)).map((r) => r.id))).toEqual(['a', 'c']);
+    // Every group now has 1 or 2 in flight: room for 3 more in all, never a third of one group.
+    expect(await groupsOf((await claim(10)).map((r) => r.id))).toEqual(['b', 'c']);
+    expect(await claim(10)).toEqual([]);
+  });
+
+  it("a small tenant's tasks all finish while a large tenant's burst of 100,000 still drains", async () => {
+    const app = t.app({ queues: [{ name: 'tenants', maxConcurrencyPerGroup: 4 }] });
+    const job = app.task({
+      name: 'flow.tenant',
+      queue: 'tenants',
+      input: z.object({}),
+      handler: () => null,
+    });
+    // The burst first (one COPY), then the small tenant's work behind it.
+    await job.sendMany(Array.from({ length: 100_000 }, () => ({ input: {}, group: 'big' })));
+    const small = await job.sendMany(Array.from({ length: 100 }, () => ({ input: {}, group: 'small' })));
+    const worker = createWorker(app, { concurrency: 8, pollIntervalMs: 50 });
+    await worker.start();
+    for (const h of small)
+      await expect(h.result({ timeoutMs: 60_000 })).resolves.toEqual({ ok: true, value: null });
+    await worker.stop();
+    const [counts] = await t.query<{ big_pending: number; small_done: number }>(
+      `SELECT count(*) FILTER (WHERE group_key = 'big' AND status = 'PENDING')::int AS big_pending,
+              count(*) FILTER (WHERE group_key = 'small' AND status = 'COMPLETED')::int AS small_done
+       FROM {{schema}}.horsies_tasks WHERE queue_name = 'tenants'`,
+    );
+    expect(counts).toEqual({ big_pending: expect.any(Number), small_done: 100 });
+    expect(counts!.big_pending).toBeGreaterThan(90_000);
+  }, 120_000);
+});
+
+describe('configuration', () => {
+  it('refuses bad rate limits and group limits, naming the field', () => {
+    const problems = (fn: () => unknown): string[] => {
+      try {
+        fn();
+      } catch (error) {
+        expect(error).toBeInstanceOf(ConfigError);
+        return (error as ConfigError).problems.map((p) => `${p.field}: ${p.message}`);
+      }
+      throw new Error('accepted');
+    };
+    expect(
+      problems(() =>
+        createApp({
+          queues: [
+            { name: 'a', rateLimit: { max: 0, intervalMs: 1000 } },
+            { name: 'b', maxConcurrencyPerGroup: 0 },
+          ],
+        }),
+      ),
+    ).toEqual([
+      expect.stringMatching(/^queues\.0\.rateLimit\.max: /),
+      expect.stringMatching(/^queues\.1\.maxConcurrencyPerGroup: /),
+    ]);
+    expect(problems(() => createApp({ queues: [{ name: 'a', rateLimit: { max: 5 } as never }] }))).toEqual([
+      expect.stringMatching(/^queues\.0\.rateLimit\.intervalMs: /),
+    ]);
+    const app = createApp();
+    expect(
+      problems(() =>
+        app.task({
+          name: 'bad.rate',
+          input: z.object({}),
+          handler: () => null,
+          rateLimit: { max: 10, intervalMs: -1 },
+        }),
+      ),
+    ).toEqual([expect.stringMatching(/^rateLimit\.intervalMs: /)]);
+    expect(() => new TaskThrottledError({ retryAfterMs: -5 })).toThrow(RangeError);
+    expect(TaskThrottledError.fromRetryAfter('3').retryAfterMs).toBe(3000);
+    expect(TaskThrottledError.fromRetryAfter(undefined, 250).retryAfterMs).toBe(250);
+  });
+});
