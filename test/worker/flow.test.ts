@@ -11,6 +11,7 @@ import { TaskClaimLimited } from '../../src/db/flow.js';
 import { createWorker } from '../../src/worker/Worker.js';
 import { databaseUrl, eventually, useTestSchema } from '../support/db.js';
 import { startWorkerProcess } from '../support/processes.js';
+import { runCli } from '../support/cli.js';
 
 const t = await useTestSchema();
 await t.query(
@@ -98,6 +99,21 @@ describe('rate limits', () => {
     const waiting = await app.getTask(others[0]!.id);
     expect(waiting?.status).toBe('PENDING');
     expect(waiting?.waiting).toMatch(/^rate limited until .* \(queue:upstream\)$/);
+    const listed = await runCli(['queues', 'list', '--schema', t.schema], { DATABASE_URL: databaseUrl() });
+    expect(listed.stdout).toMatch(/queue:upstream +100 per 1000 ms +\d+ +(paused until |open)/);
+    const json = await runCli(['queues', 'list', '--schema', t.schema, '--json'], {
+      DATABASE_URL: databaseUrl(),
+    });
+    const upstream = json.stdout
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { queue: string; rateLimit: { max: number; pausedUntil: string } | null })
+      .find((r) => r.queue === 'upstream');
+    expect(upstream?.rateLimit).toMatchObject({
+      max: 100,
+      intervalMs: 1000,
+      pausedUntil: paused.toISOString(),
+    });
 
     await expect(first.result({ timeoutMs: 20_000 })).resolves.toEqual({ ok: true, value: 'first' });
     for (const h of others)
@@ -174,6 +190,20 @@ describe('fair sharing', () => {
     );
     expect(counts).toEqual({ big_pending: expect.any(Number), small_done: 100 });
     expect(counts!.big_pending).toBeGreaterThan(90_000);
+    // What a waiting task of the large tenant says, and what the CLI shows, while its group is full.
+    const [queued] = await t.query<{ id: string }>(
+      `SELECT id FROM {{schema}}.horsies_tasks WHERE group_key = 'big' AND status = 'PENDING' LIMIT 1`,
+    );
+    await t.query(
+      `UPDATE {{schema}}.horsies_tasks SET status = 'RUNNING', claimed = true, claimed_at = now(), started_at = now(),
+              claimed_by_worker_id = 'elsewhere', claim_expires_at = now() + interval '1 minute'
+       WHERE id IN (SELECT id FROM {{schema}}.horsies_tasks WHERE group_key = 'big' AND status = 'PENDING'
+                    AND id <> $1 LIMIT 4)`,
+      [queued!.id],
+    );
+    expect((await app.getTask(queued!.id))?.waiting).toBe('group "big" at its limit (4 of 4 in flight)');
+    const listed = await runCli(['queues', 'list', '--schema', t.schema], { DATABASE_URL: databaseUrl() });
+    expect(listed.stdout).toMatch(/tenants +4 +1 +1/);
   }, 120_000);
 });
 
