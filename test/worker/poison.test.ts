@@ -131,6 +131,16 @@ describe('poison and hand-written rows', () => {
       { task_name: 'poison.echo', sent_at: '-infinity' },
       { task_name: 'poison.echo', good_until: 'infinity' },
       { task_name: 'poison.echo', next_retry_at: 'infinity' },
+      { task_name: 'poison.echo', progress_at: 'infinity' },
+      { task_name: 'poison.echo', cancel_requested_at: '-infinity' },
+      {
+        task_name: 'poison.echo',
+        status: 'RUNNING',
+        claimed: 'true',
+        claimed_by_worker_id: 'w-dead',
+        claimed_at: 'now',
+        started_at: '-infinity',
+      },
     ] as Omit<HandRow, 'id'>[]) {
       const error = await insertRow(columns).then(
         () => null,
@@ -143,7 +153,7 @@ describe('poison and hand-written rows', () => {
     expect(violations).toEqual([
       ...['23514', '23514', '23514', '23514', '23514', '23514', '23514', '23502', '22P02', '22P02'],
       ...['23514', '23514', '23514'],
-      ...['23514', '23514', '23514', '23514', '23514'],
+      ...['23514', '23514', '23514', '23514', '23514', '23514', '23514', '23514'],
     ]);
   });
 
