@@ -1,7 +1,9 @@
 /**
- * Claim throughput with no caps against a cluster-wide cap and per-queue limits, in one run on one database.
- * `npm run bench:caps` (uses DATABASE_URL, or starts an embedded PostgreSQL). Prints tasks/s per setting
- * (median and min–max over interleaved rounds) and each capped setting's ratio to the uncapped one.
+ * Claim throughput with no caps against a cluster-wide cap, per-queue limits, a rate limiter on each queue (set
+ * high enough never to bind: what the limited claim and start cost) and a per-group limit with the tasks spread over
+ * 1,000 groups, in one run on one database. `npm run bench:caps` (uses DATABASE_URL, or starts an embedded
+ * PostgreSQL; TASKS and ROUNDS size it). Prints tasks/s per setting (median and min–max over interleaved rounds) and
+ * each setting's ratio to the one without limits.
  */
 import { pino } from 'pino';
 import { z } from 'zod';
@@ -30,7 +32,22 @@ const settings: Record<string, Partial<AppConfig>> = {
       { name: 'b', maxConcurrency: 6 },
     ],
   },
+  'rate limiter per queue': {
+    queues: [
+      { name: 'a', rateLimit: { max: 1_000_000, intervalMs: 1000 } },
+      { name: 'b', rateLimit: { max: 1_000_000, intervalMs: 1000 } },
+    ],
+  },
+  '1,000 groups, 4 per group': {
+    queues: [
+      { name: 'a', maxConcurrencyPerGroup: 4 },
+      { name: 'b', maxConcurrencyPerGroup: 4 },
+    ],
+  },
 };
+
+/** Settings whose tasks are sent in groups, and how many groups. */
+const GROUPS: Record<string, number> = { '1,000 groups, 4 per group': 1_000 };
 
 async function round(databaseUrl: string, name: string, extra: Partial<AppConfig>): Promise<number> {
   const config: AppConfig = {
@@ -45,7 +62,12 @@ async function round(databaseUrl: string, name: string, extra: Partial<AppConfig
   await producer.migrate();
   const noop = producer.task({ name: 'noop', input: z.object({ i: z.number() }), handler: () => null });
   for (const queue of ['a', 'b']) {
-    await noop.sendMany(Array.from({ length: TASKS / 2 }, (_, i) => ({ input: { i }, queue })));
+    const groups = GROUPS[name];
+    await noop.sendMany(
+      Array.from({ length: TASKS / 2 }, (_, i) =>
+        groups === undefined ? { input: { i }, queue } : { input: { i }, queue, group: `g${i % groups}` },
+      ),
+    );
   }
   const apps = Array.from({ length: WORKERS }, () => createApp(config));
   const workers = apps.map((app) => {
