@@ -73,6 +73,37 @@ describe('rate limits', () => {
     await Promise.all(workers.map((w) => w.exited));
   }, 90_000);
 
+  it("a task's own limit binds that task only, in a queue without one", async () => {
+    const app = t.app({ queues: ['mixed'] });
+    const limited = app.task({
+      name: 'flow.limited',
+      rateLimit: { max: 3, intervalMs: 400 },
+      input: z.object({}),
+      handler: () => null,
+    });
+    const free = app.task({ name: 'flow.free', input: z.object({}), handler: () => null });
+    const worker = createWorker(app, { concurrency: 8, pollIntervalMs: 50 });
+    await worker.start();
+    const handles = [
+      ...(await limited.sendMany(Array.from({ length: 12 }, () => ({ input: {} })))),
+      ...(await free.sendMany(Array.from({ length: 12 }, () => ({ input: {} })))),
+    ];
+    for (const h of handles)
+      await expect(h.result({ timeoutMs: 20_000 })).resolves.toMatchObject({ ok: true });
+    await worker.stop();
+    const rows = await t.query<{ us: string }>(
+      `SELECT (extract(epoch FROM started_at) * 1000000)::bigint::text AS us
+       FROM {{schema}}.horsies_tasks WHERE task_name = 'flow.limited'`,
+    );
+    const starts = rows.map((r) => Number(r.us));
+    expect(mostStartsInWindow(starts, 400)).toBe(3);
+    expect((Math.max(...starts) - Math.min(...starts)) / 1000).toBeGreaterThanOrEqual(3 * 400);
+    const limiters = await t.query<{ limiter_key: string }>(
+      `SELECT limiter_key FROM {{schema}}.horsies_rate_limiters WHERE limiter_key LIKE '%flow.%' OR limiter_key = 'queue:mixed'`,
+    );
+    expect(limiters.map((l) => l.limiter_key)).toEqual(['task:flow.limited']);
+  }, 60_000);
+
   it('an upstream throttle pauses the limiter for everyone, and the task retries without using its retries', async () => {
     const app = t.app({ queues: [{ name: 'upstream', rateLimit: { max: 100, intervalMs: 1000 } }] });
     const pauseMs = 1_500;
