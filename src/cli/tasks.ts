@@ -196,6 +196,7 @@ export function describeTask(task: TaskInfo): string {
       `${json(task.progress.value)} (attempt ${task.progress.attempt}, ${time(task.progress.at)})`,
     ]);
   }
+  if (task.waiting) lines.push(['waiting', task.waiting]);
   if (task.claimedByWorkerId) lines.push(['worker', task.claimedByWorkerId]);
   if (task.cancelRequestedAt) lines.push(['cancel asked', time(task.cancelRequestedAt)]);
   if (task.idempotencyKey) lines.push(['idem. key', task.idempotencyKey]);

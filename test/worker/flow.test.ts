@@ -233,6 +233,10 @@ describe('fair sharing', () => {
       [queued!.id],
     );
     expect((await app.getTask(queued!.id))?.waiting).toBe('group "big" at its limit (4 of 4 in flight)');
+    const shown = await runCli(['tasks', 'show', queued!.id, '--schema', t.schema], {
+      DATABASE_URL: databaseUrl(),
+    });
+    expect(shown.stdout).toMatch(/waiting +group "big" at its limit \(4 of 4 in flight\)/);
     const listed = await runCli(['queues', 'list', '--schema', t.schema], { DATABASE_URL: databaseUrl() });
     expect(listed.stdout).toMatch(/tenants +4 +1 +1/);
   }, 120_000);
