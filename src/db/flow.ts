@@ -8,7 +8,7 @@
  * exact cluster-wide on the tasks' `started_at`.
  */
 import { statement } from './Database.js';
-import type { ClaimParams, ClaimedTaskRow, TaskStartRow } from './tasks.js';
+import type { ClaimAndStartRow, ClaimParams, TaskStartRow } from './tasks.js';
 
 /** One limiter as a statement takes it: its key and its settings. */
 export interface LimiterSpec {
@@ -24,17 +24,23 @@ function limiterArrays(limiters: readonly LimiterSpec[]): [string[], number[], n
 /**
  * PENDING → CLAIMED for up to `limit` tasks of one queue, at most the room the `limiters` have left now, and with
  * `groupLimit` at most that many tasks of one group in flight, groups taken in turn (`horsies_claim_limited`).
- * The rows are those of {@link TaskClaim}.
+ * With a group limit the first `start` of them start at once, as with `TaskClaimAndStart` (whose rows these are);
+ * without one (rate limits alone) nothing starts here. Rows come back in no particular order.
  */
 export const TaskClaimLimited = statement<
-  ClaimParams & { limiters: readonly LimiterSpec[]; groupLimit: number | null },
-  ClaimedTaskRow
+  ClaimParams & {
+    limiters: readonly LimiterSpec[];
+    groupLimit: number | null;
+    start?: number;
+    waitForFlush?: boolean;
+  },
+  ClaimAndStartRow
 >(
   'TaskClaimLimited',
   `SELECT * FROM {{schema}}.horsies_claim_limited($1, $2::text[], $3, $4, $5, $6, $7, $8,
      CASE WHEN cardinality($9::text[]) = 0 THEN 2147483647
-          ELSE {{schema}}.horsies_rate_room($9::text[], $10::int[], $11::int[]) END, $12)`,
-  ({ queue, taskNames, limit, leaseMs, worker, limiters, groupLimit }) => [
+          ELSE {{schema}}.horsies_rate_room($9::text[], $10::int[], $11::int[]) END, $12, $13, $14)`,
+  ({ queue, taskNames, limit, leaseMs, worker, limiters, groupLimit, start, waitForFlush }) => [
     queue,
     taskNames,
     limit,
@@ -45,6 +51,8 @@ export const TaskClaimLimited = statement<
     worker.processName,
     ...limiterArrays(limiters),
     groupLimit,
+    start ?? 0,
+    waitForFlush ?? true,
   ],
 );
 

@@ -18,7 +18,7 @@ import type { QueueConfig, RateLimit } from '../client/config.js';
 import type { Database, Queryable } from '../db/Database.js';
 import { RateLimiterPause, TaskClaimLimited, TaskStartLimited } from '../db/flow.js';
 import type { LimiterSpec } from '../db/flow.js';
-import type { ClaimParams, ClaimedTaskRow, TaskStartRow } from '../db/tasks.js';
+import type { ClaimAndStartRow, ClaimParams, ClaimedTaskRow, TaskStartRow } from '../db/tasks.js';
 
 /** What {@link FlowGuard.start} did with a batch of one limiter set. */
 export interface LimitedStart {
@@ -78,6 +78,32 @@ export class FlowGuard {
   /** True when the start of a task of this queue and name goes through {@link start}. */
   gatesStart(queue: string, taskName: string): boolean {
     return this.queueLimiters.has(queue) || this.taskLimiters.has(taskName);
+  }
+
+  /**
+   * True when a claim from `queue` of these names may start tasks itself (`claimAndStart`): the queue has a group
+   * limit and no rate limiter applies (a rate-limited start must go through {@link start}).
+   */
+  startsInClaim(queue: string, taskNames: string[]): boolean {
+    return (
+      this.groupLimits.has(queue) &&
+      !this.queueLimiters.has(queue) &&
+      !taskNames.some((n) => this.taskLimiters.has(n))
+    );
+  }
+
+  /**
+   * A grouped claim that also starts the first `start` tasks of the turn in the same row update, as the plain
+   * claim-and-start does. Only when {@link startsInClaim}. Rows in no particular order.
+   */
+  claimAndStart(params: ClaimParams, start: number, waitForFlush: boolean): Promise<ClaimAndStartRow[]> {
+    return this.db.run(TaskClaimLimited, {
+      ...params,
+      limiters: [],
+      groupLimit: this.groupLimits.get(params.queue) ?? null,
+      start,
+      waitForFlush,
+    });
   }
 
   /** The limiters of a task, sorted by key (the order their rows are locked in). */

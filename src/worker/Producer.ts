@@ -77,7 +77,7 @@ export class Producer {
     for (const queue of this.options.queues) {
       const wanted = limit - claimed.length;
       const { rows, started } = this.flow?.applies(queue)
-        ? { rows: await this.claimLimited(this.flow, queue, taskNames, wanted), started: undefined }
+        ? await this.claimLimited(this.flow, queue, taskNames, wanted)
         : this.caps.applies(queue)
           ? { rows: await this.claimCapped(queue, taskNames, wanted), started: undefined }
           : await this.claimAndStart(queue, taskNames, wanted);
@@ -140,18 +140,51 @@ export class Producer {
     return { queue, taskNames, leaseMs: this.options.leaseMs, worker: this.options.identity };
   }
 
-  // Under a rate limiter or a group limit (FlowGuard; within the caps' lock when a cap applies too): claims only,
-  // so that starts go through the dispatcher, which starts rate-limited tasks under their limiters.
+  // Under a rate limiter or a group limit (FlowGuard). Rate-limited tasks are only claimed here (within the caps'
+  // lock when a cap applies too), so that they start through the dispatcher, under their limiters. A grouped claim
+  // with no rate limiter and no cap starts the tasks it has free slots for, as claimAndStart does.
   private async claimLimited(
     flow: FlowGuard,
     queue: string,
     taskNames: string[],
     wanted: number,
-  ): Promise<ClaimedTaskRow[]> {
+  ): Promise<{ rows: ClaimedTaskRow[]; started: StartedWithClaim | undefined }> {
     const params = this.claimParams(queue, taskNames);
-    return this.caps.applies(queue)
-      ? this.caps.claimWithin(queue, wanted, (on, room) => flow.claim({ ...params, limit: room }, on))
-      : flow.claim({ ...params, limit: wanted });
+    if (this.caps.applies(queue) || !flow.startsInClaim(queue, taskNames)) {
+      const rows = this.caps.applies(queue)
+        ? await this.caps.claimWithin(queue, wanted, (on, room) => flow.claim({ ...params, limit: room }, on))
+        : await flow.claim({ ...params, limit: wanted });
+      return { rows, started: undefined };
+    }
+    const reserved = this.hooks.reserveStarts(queue, wanted);
+    let result: ClaimAndStartRow[];
+    try {
+      result = await flow.claimAndStart(
+        { ...params, limit: wanted },
+        reserved,
+        this.options.synchronousStarts,
+      );
+    } catch (error) {
+      this.hooks.cancelReservation(reserved);
+      throw error;
+    }
+    const rows = result.sort(
+      (a, b) =>
+        a.priority - b.priority ||
+        a.enqueued_at.getTime() - b.enqueued_at.getTime() ||
+        (a.id < b.id ? -1 : a.id > b.id ? 1 : 0),
+    );
+    const running = rows.filter((r) => r.status === 'RUNNING');
+    // Slots reserved for starts that did not happen are given back.
+    if (running.length === 0) this.hooks.cancelReservation(reserved);
+    if (running.length === 0) return { rows, started: undefined };
+    const rowsStarted = running.map((r) => ({
+      id: r.id,
+      status: 'RUNNING' as const,
+      attempt: r.attempt,
+      started_at: r.started_at,
+    }));
+    return { rows, started: { tasks: running, rows: rowsStarted, reserved } };
   }
 
   /** Starts the loop. */

@@ -156,7 +156,8 @@ LANGUAGE sql AS $$
     SET paused_until = GREATEST(l.paused_until, EXCLUDED.paused_until), updated_at = now();
 $$;
 
--- PENDING → CLAIMED for up to p_limit tasks of one queue, like horsies_claim_tasks (same columns), but at most
+-- PENDING → CLAIMED for up to p_limit tasks of one queue, like horsies_claim_and_start (same columns: those of
+-- horsies_claim_tasks, the status and started_at; with a group limit, the first p_start start at once), but at most
 -- p_room of them (the rate limiters' room; see horsies_rate_room), and, when p_group_limit is set, at most
 -- p_group_limit tasks of one group in flight cluster-wide, taking the groups with work in turn.
 --
@@ -172,11 +173,11 @@ $$;
 CREATE FUNCTION {{schema}}.horsies_claim_limited(
   p_queue text, p_task_names text[], p_limit integer, p_lease_ms integer,
   p_worker_id text, p_hostname text, p_pid integer, p_process_name text,
-  p_room integer, p_group_limit integer)
+  p_room integer, p_group_limit integer, p_start integer, p_wait_for_flush boolean)
 RETURNS TABLE (id varchar, task_name varchar, queue_name varchar, priority integer, kwargs jsonb,
                claim_generation integer, retry_count integer, max_retries integer, attempt integer,
                enqueued_at timestamptz, workflow_id varchar, workflow_node integer, workflow_node_id varchar,
-               trace_context jsonb)
+               trace_context jsonb, status varchar, started_at timestamptz)
 -- Planned for each call's values: a generic plan cannot know how the groups' sizes differ (it walked a large
 -- group's index range for each claim, about 150 ms with 100,000 tasks, where a custom plan takes a few ms).
 LANGUAGE plpgsql SET plan_cache_mode = force_custom_plan AS $$
@@ -185,6 +186,7 @@ DECLARE
   wanted integer := LEAST(p_limit, p_room);
   cursor_key varchar;
   ids text[];
+  starting text[];
   last_group varchar;
   paused_workflows varchar[];
 BEGIN
@@ -192,14 +194,17 @@ BEGIN
     RETURN;
   END IF;
   IF p_group_limit IS NULL THEN
-    RETURN QUERY SELECT * FROM {{schema}}.horsies_claim_tasks(
-      p_queue, p_task_names, wanted, p_lease_ms, p_worker_id, p_hostname, p_pid, p_process_name);
+    -- Rate limits alone: the plain claim (the start goes through horsies_start_limited).
+    RETURN QUERY SELECT c.*, 'CLAIMED'::varchar, NULL::timestamptz FROM {{schema}}.horsies_claim_tasks(
+      p_queue, p_task_names, wanted, p_lease_ms, p_worker_id, p_hostname, p_pid, p_process_name) c;
     RETURN;
   END IF;
   IF EXISTS (SELECT 1 FROM {{schema}}.horsies_queue_state q WHERE q.queue_name = p_queue AND q.paused) THEN
     RETURN;
   END IF;
-  PERFORM set_config('synchronous_commit', 'off', true);
+  IF p_start <= 0 OR NOT p_wait_for_flush THEN
+    PERFORM set_config('synchronous_commit', 'off', true);
+  END IF;
   PERFORM pg_advisory_xact_lock(hashtextextended('horsies.group.{{schema}}.' || p_queue, 0));
   INSERT INTO {{schema}}.horsies_group_limits AS g (queue_name, group_limit)
   VALUES (p_queue, p_group_limit)
@@ -296,14 +301,19 @@ BEGIN
     UPDATE {{schema}}.horsies_group_limits g SET group_cursor = last_group WHERE g.queue_name = p_queue;
   END IF;
 
+  -- The first p_start tasks of the turn start at once, in the same row update, as horsies_claim_and_start does
+  -- (migration 15); the others stay CLAIMED.
+  starting := ids[1:GREATEST(p_start, 0)];
   RETURN QUERY
   UPDATE {{schema}}.horsies_tasks t
-  SET status = 'CLAIMED',
+  SET status = CASE WHEN t.id = ANY (starting) THEN 'RUNNING' ELSE 'CLAIMED' END,
       claimed = true,
       claimed_at = now(),
       claimed_by_worker_id = p_worker_id,
       claim_generation = t.claim_generation + 1,
       claim_expires_at = now() + p_lease_ms * interval '1 millisecond',
+      started_at = CASE WHEN t.id = ANY (starting) THEN now() ELSE t.started_at END,
+      attempt = CASE WHEN t.id = ANY (starting) THEN t.attempt + 1 ELSE t.attempt END,
       worker_hostname = p_hostname,
       worker_pid = p_pid,
       worker_process_name = p_process_name,
@@ -314,6 +324,6 @@ BEGIN
             CASE WHEN t.workflow_id IS NOT NULL AND t.workflow_node_id IS NULL THEN (
               SELECT wt.node_id FROM {{schema}}.horsies_workflow_tasks wt
               WHERE wt.node_key = t.workflow_id || ':' || t.workflow_node) ELSE t.workflow_node_id END,
-            t.trace_context;
+            t.trace_context, t.status, t.started_at;
 END;
 $$;
