@@ -445,13 +445,17 @@ export interface EndedTaskRow {
  * cancel request is fenced out as well: a completion must not commit over a cancel.
  */
 export const TaskFinishMany = statement<
-  { tasks: TaskFinish[]; unlessCancelRequested?: boolean },
+  { tasks: TaskFinish[]; unlessCancelRequested?: boolean; notifyLater?: boolean },
   TaskFinishRow
 >(
   'TaskFinishMany',
-  `WITH input AS (
-     SELECT * FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::jsonb[], $6::text[], $7::text[],
-                          $8::text[], $9::int[], $10::bool[])
+  `WITH later AS MATERIALIZED (
+     -- With notifyLater, the update trigger leaves the task_done notifications to the caller (migration 15):
+     -- set before the first row is updated, since every input row is joined with it.
+     SELECT set_config('horsies.notify_done_later', CASE WHEN $12::bool THEN 'on' ELSE 'off' END, true)
+   ), input AS (
+     SELECT i.* FROM later, unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::jsonb[], $6::text[],
+                                   $7::text[], $8::text[], $9::int[], $10::bool[])
        AS i(id, worker_id, generation, status, result, error_code, error_message, failed_reason, retry_delay_ms,
             crashed)
    ), target AS (
@@ -533,7 +537,7 @@ export const TaskFinishMany = statement<
      WHERE f.final <> 'RELEASE'
    )
    SELECT id, status, workflow_id, workflow_node FROM finished`,
-  ({ tasks: given, unlessCancelRequested }) => {
+  ({ tasks: given, unlessCancelRequested, notifyLater }) => {
     // Rows are locked in input order: in id order, as a workflow cancel locks them, so that the two never wait
     // on each other in a cycle.
     const tasks = [...given].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
@@ -549,7 +553,32 @@ export const TaskFinishMany = statement<
       tasks.map((t) => t.retryDelayMs),
       tasks.map((t) => t.crashed),
       unlessCancelRequested ?? false,
+      notifyLater ?? false,
     ];
+  },
+);
+
+/**
+ * The `task_done` notifications of tasks whose finish was written with `notifyLater`, sent after its commit: the
+ * ids comma-separated, as many per notification as fit. A transaction that sends a notification holds a lock
+ * that serializes the commits of every such transaction in the database until its WAL is flushed; this one
+ * writes nothing, so it holds that lock only for a moment.
+ */
+export const TaskDoneNotify = statement<{ channel: string; ids: string[] }, Record<string, never>>(
+  'TaskDoneNotify',
+  `SELECT pg_notify($1, chunk) FROM unnest($2::text[]) AS chunk`,
+  ({ channel, ids }) => {
+    const chunks: string[] = [];
+    let chunk = '';
+    for (const id of ids) {
+      if (chunk.length + id.length + 1 > 7_000) {
+        chunks.push(chunk);
+        chunk = '';
+      }
+      chunk = chunk === '' ? id : `${chunk},${id}`;
+    }
+    if (chunk !== '') chunks.push(chunk);
+    return [channel, chunks];
   },
 );
 

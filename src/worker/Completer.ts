@@ -5,7 +5,8 @@
  */
 import type { Database } from '../db/Database.js';
 import { isTransientDatabaseError } from '../db/Database.js';
-import { TaskFinishMany } from '../db/tasks.js';
+import { channels } from '../db/Listener.js';
+import { TaskDoneNotify, TaskFinishMany } from '../db/tasks.js';
 import type { TaskFinish, TaskFinishRow } from '../db/tasks.js';
 import { sleep } from './timing.js';
 
@@ -22,6 +23,8 @@ export interface CompleterHooks {
   /** Called after every write, with every finish it settled (written, lost or dropped). */
   onSettled(result: CompleterResult, finishes: TaskFinish[]): void;
   onError(error: unknown, finishes: TaskFinish[]): void;
+  /** Sending the task_done notifications of a written batch failed (result waiters poll). */
+  onNotifyFailed(error: unknown): void;
 }
 
 /** Batches finishes for one worker. */
@@ -29,6 +32,7 @@ export class Completer {
   private buffer: TaskFinish[] = [];
   private flushing: Promise<void> | null = null;
   private idleWaiters: (() => void)[] = [];
+  private readonly notifying = new Set<Promise<void>>();
   private stopped = false;
 
   constructor(
@@ -53,14 +57,32 @@ export class Completer {
     const batch = this.buffer.splice(0, this.batchSize);
     if (batch.length === 0) return { finished: [], lost: [] };
     const result = await this.write(batch);
+    this.notifyDone(result.finished);
     this.hooks.onSettled(result, batch);
     return result;
   }
 
-  /** Resolves when every queued finish is written. */
+  // The finish left its task_done notifications to this (see TaskDoneNotify); sent without holding up the next
+  // write. A lost one delays a result waiter until its poll, nothing more.
+  private notifyDone(rows: TaskFinishRow[]): void {
+    const ids = rows.filter((r) => r.status !== 'PENDING').map((r) => r.id);
+    if (ids.length === 0) return;
+    const sent = this.db
+      .run(TaskDoneNotify, { channel: channels.taskDone(this.db.schema), ids })
+      .then(
+        () => undefined,
+        (error: unknown) => this.hooks.onNotifyFailed(error),
+      )
+      .finally(() => this.notifying.delete(sent));
+    this.notifying.add(sent);
+  }
+
+  /** Resolves when every queued finish is written (and its notifications sent). */
   async drain(): Promise<void> {
-    if (!this.flushing && this.buffer.length === 0) return;
-    await new Promise<void>((resolve) => this.idleWaiters.push(resolve));
+    if (this.flushing || this.buffer.length > 0) {
+      await new Promise<void>((resolve) => this.idleWaiters.push(resolve));
+    }
+    await Promise.all([...this.notifying]);
   }
 
   /** Stops retrying writes after the current one (the tasks stay RUNNING for the reaper). Idempotent. */
@@ -83,7 +105,7 @@ export class Completer {
   private async write(batch: TaskFinish[]): Promise<CompleterResult> {
     for (let failures = 0; ; failures += 1) {
       try {
-        const rows = await this.db.run(TaskFinishMany, { tasks: batch });
+        const rows = await this.db.run(TaskFinishMany, { tasks: batch, notifyLater: true });
         const written = new Set(rows.map((r) => r.id));
         return { finished: rows, lost: batch.filter((f) => !written.has(f.id)).map((f) => f.id) };
       } catch (error) {
@@ -100,7 +122,7 @@ export class Completer {
     const result: CompleterResult = { finished: [], lost: [] };
     for (const finish of batch) {
       try {
-        const rows = await this.db.run(TaskFinishMany, { tasks: [finish] });
+        const rows = await this.db.run(TaskFinishMany, { tasks: [finish], notifyLater: true });
         if (rows.length > 0) result.finished.push(...rows);
         else result.lost.push(finish.id);
       } catch (error) {

@@ -263,6 +263,11 @@ export function assemble(
   completer = new Completer(db, cfg.completionBatchSize, {
     onSettled: (result, finishes) => sink.onSettled(result, finishes),
     onError: (error) => sink.fail('writing task outcomes failed', error),
+    onNotifyFailed: (error) =>
+      sink.fail(
+        'sending task_done notifications failed; result waiters find the outcomes at their poll',
+        error,
+      ),
   });
   const heartbeater = new Heartbeater(
     db,

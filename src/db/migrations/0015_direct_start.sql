@@ -79,3 +79,22 @@ BEGIN
             t.trace_context, t.status, t.started_at;
 END;
 $$;
+
+-- A finish written by a worker's completer leaves its task_done notifications to the worker, which sends them
+-- after the commit, in a transaction of their own (TaskDoneNotify). PostgreSQL serializes the commits of all
+-- transactions that send notifications, each holding the lock until its WAL is flushed: with the notifications
+-- in the finish, the finishes of every worker process of the database committed one at a time (in the
+-- multi-process benchmark, nearly all lock waits of horsies' backends were on that lock). The finish sets
+-- horsies.notify_done_later for its transaction; every other path that ends a task (reaper, cancel, expiry, a
+-- handler's own transaction) notifies from this trigger as before.
+DROP TRIGGER horsies_tasks_notify_change ON {{schema}}.horsies_tasks;
+CREATE TRIGGER horsies_tasks_notify_change
+  AFTER UPDATE ON {{schema}}.horsies_tasks
+  FOR EACH ROW
+  WHEN (
+    (NEW.status = 'PENDING' AND OLD.status <> 'PENDING')
+    OR (NEW.status IN ('COMPLETED', 'FAILED', 'CANCELLED', 'EXPIRED') AND OLD.status <> NEW.status
+        AND current_setting('horsies.notify_done_later', true) IS DISTINCT FROM 'on')
+    OR (NEW.status = 'RUNNING' AND NEW.cancel_requested_at IS NOT NULL AND OLD.cancel_requested_at IS NULL)
+  )
+  EXECUTE FUNCTION {{schema}}.horsies_notify_task_change();

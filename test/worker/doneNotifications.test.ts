@@ -1,0 +1,80 @@
+/**
+ * The task_done notifications: a worker's completer sends them after its finish commits, in a statement of their
+ * own, so that finishes do not commit one at a time behind the lock PostgreSQL holds for transactions that
+ * notify; every other path that ends a task notifies from the update trigger, in its own transaction.
+ */
+import { describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { channels } from '../../src/db/Listener.js';
+import { TaskClaimAndStart, TaskFinishMany } from '../../src/db/tasks.js';
+import type { TaskFinish } from '../../src/db/tasks.js';
+import { createWorker } from '../../src/worker/Worker.js';
+import { useTestSchema } from '../support/db.js';
+import { listenTo } from '../support/notifications.js';
+
+const t = await useTestSchema();
+
+function idsOf(received: { payload: string | undefined }[]): string[] {
+  return received.flatMap((r) => (r.payload ? r.payload.split(',') : []));
+}
+
+describe('task_done', () => {
+  it('reaches listeners once per finished task when a worker writes the outcomes', async () => {
+    const app = t.app();
+    const task = app.task({ name: 'done.many', input: z.object({ i: z.number() }), handler: ({ i }) => i });
+    const listening = await listenTo([channels.taskDone(t.schema)]);
+    try {
+      const handles = await task.sendMany(Array.from({ length: 40 }, (_, i) => ({ input: { i } })));
+      const worker = createWorker(app, { concurrency: 4 });
+      await worker.start();
+      await Promise.all(handles.map((h) => h.result({ timeoutMs: 20_000 })));
+      await worker.stop();
+      await listening.settled();
+      expect(idsOf(listening.received).sort()).toEqual(handles.map((h) => h.id).sort());
+    } finally {
+      await listening.end();
+    }
+  });
+
+  it('is left out of a finish written with notifyLater, and sent by the trigger otherwise', async () => {
+    const app = t.app();
+    const task = app.task({ name: 'done.direct', input: z.object({}), handler: () => null });
+    const [a, b] = await task.sendMany([{ input: {} }, { input: {} }]);
+    const claimed = await app.db.run(TaskClaimAndStart, {
+      queue: 'default',
+      taskNames: ['done.direct'],
+      limit: 2,
+      start: 2,
+      leaseMs: 30_000,
+      worker: { workerId: 'w-done', hostname: 'h', pid: 1, processName: 'p' },
+    });
+    const finish = (id: string): TaskFinish => ({
+      id,
+      workerId: 'w-done',
+      generation: claimed.find((c) => c.id === id)!.claim_generation,
+      status: 'COMPLETED',
+      result: '{"ok":null}',
+      errorCode: null,
+      errorMessage: null,
+      failedReason: null,
+      retryDelayMs: 0,
+      crashed: false,
+    });
+    const listening = await listenTo([channels.taskDone(t.schema)]);
+    try {
+      expect(await app.db.run(TaskFinishMany, { tasks: [finish(a!.id)], notifyLater: true })).toHaveLength(1);
+      await listening.settled();
+      expect(listening.received).toEqual([]);
+      expect(await app.db.run(TaskFinishMany, { tasks: [finish(b!.id)] })).toHaveLength(1);
+      await listening.settled();
+      expect(idsOf(listening.received)).toEqual([b!.id]);
+      // The setting lasts for its own transaction only: a cancel on the same pool afterwards still notifies.
+      const c = await task.send({});
+      await app.cancel(c.id);
+      await listening.settled();
+      expect(idsOf(listening.received)).toEqual([b!.id, c.id]);
+    } finally {
+      await listening.end();
+    }
+  });
+});
