@@ -83,6 +83,8 @@ export interface FaultRecord {
   endMs: number;
   /** Process ids hit (kills), connections closed (cuts), backends terminated (listen drops). */
   pids?: number[];
+  /** A kill's victim: when it was spawned (process ids are reused over a long run). */
+  spawnedMs?: number;
   detail?: string;
 }
 
@@ -122,6 +124,8 @@ export interface FaultReport {
   };
   invariants: Invariant[];
   ok: boolean;
+  /** When an invariant failed: the end of one worker's output at the end of the run. */
+  workerOutput?: string;
 }
 
 /** Median, 95th percentile and largest of some durations (ms). */
@@ -180,6 +184,8 @@ interface WorkerProcess {
   readyAt: number | null;
   exited: Promise<void>;
   killed: boolean;
+  /** The end of its output, for a failed run's report. */
+  tail(): string;
 }
 
 /** Runs one fault run and returns what it found. */
@@ -421,7 +427,13 @@ export async function runFaults(options: FaultOptions): Promise<FaultReport> {
         victim.child.kill('SIGKILL');
         workers[workers.indexOf(victim)] = spawnWorker();
         await victim.exited;
-        faults.push({ kind: 'kill', startMs, endMs: Date.now(), pids: [victim.pid] });
+        faults.push({
+          kind: 'kill',
+          startMs,
+          endMs: Date.now(),
+          pids: [victim.pid],
+          spawnedMs: victim.startedAt,
+        });
         kills += 1;
         killsDealt = kills;
         if (kills % 50 === 0) log(`${kills} kills (${Math.round((Date.now() - started) / 1000)} s)`);
@@ -447,6 +459,7 @@ export async function runFaults(options: FaultOptions): Promise<FaultReport> {
       }
       await sleep(100);
     }
+    const lastOutput = workers[0]?.tail() ?? '';
     for (const w of workers) {
       w.killed = true;
       w.child.kill('SIGKILL');
@@ -476,6 +489,7 @@ export async function runFaults(options: FaultOptions): Promise<FaultReport> {
       preparedErrors,
       listenReconnects,
     });
+    if (!report.ok) report.workerOutput = lastOutput;
     return report;
   } finally {
     for (const w of workers) w.child.kill('SIGKILL');
@@ -507,16 +521,17 @@ function startWorker(
     startedAt: Date.now(),
     readyAt: null,
     killed: false,
+    tail: () => '',
     exited: new Promise((res) => child.once('exit', () => res())),
   };
   let tail = '';
+  w.tail = () => tail;
   const onData = (chunk: Buffer): void => {
     const text = chunk.toString();
     // The errors PostgreSQL gives a named statement prepared on another server connection.
     if (/prepared statement "[^"]*" (does not exist|already exists)/.test(text)) onPreparedError();
-    if (w.readyAt !== null) return;
-    tail = (tail + text).slice(-4_000);
-    if (tail.includes('"worker started"')) w.readyAt = Date.now();
+    tail = (tail + text).slice(-3_000);
+    if (w.readyAt === null && tail.includes('"worker started"')) w.readyAt = Date.now();
   };
   child.stdout?.on('data', onData);
   child.stderr?.on('data', onData);
@@ -562,6 +577,7 @@ interface Rows {
     outcome: string;
     started: boolean;
     worker_pid: number | null;
+    started_ms: number | null;
     finished_ms: number;
   }>;
   executions: Array<{ task_id: string; attempt: number; worker_pid: number; started_ms: number }>;
@@ -591,6 +607,7 @@ async function readRows(side: pg.Pool): Promise<Rows> {
     ),
     attempts: await q(
       `SELECT task_id, attempt, outcome, started_at IS NOT NULL AS started, worker_pid,
+              (extract(epoch FROM started_at) * 1000)::float8 AS started_ms,
               (extract(epoch FROM finished_at) * 1000)::float8 AS finished_ms
        FROM ${SCHEMA}.horsies_task_attempts`,
     ),
@@ -712,8 +729,14 @@ function buildReport(input: ReportInput): FaultReport {
   );
 
   // 5. Every re-execution explained by a recorded fault.
-  const killedAt = new Map<number, number>();
-  for (const f of faults) if (f.kind === 'kill') for (const pid of f.pids ?? []) killedAt.set(pid, f.startMs);
+  // The kill of the process that ran something at `atMs` on `pid`: spawned before, killed after (ids are reused).
+  const killsByPid = new Map<number, FaultRecord[]>();
+  for (const f of faults) {
+    if (f.kind !== 'kill') continue;
+    for (const pid of f.pids ?? []) killsByPid.set(pid, [...(killsByPid.get(pid) ?? []), f]);
+  }
+  const killOf = (pid: number, atMs: number): FaultRecord | undefined =>
+    killsByPid.get(pid)?.find((k) => (k.spawnedMs ?? 0) <= atMs + 1_000 && k.startMs >= atMs - 1_000);
   const windows = faults.filter(
     (f) => f.kind === 'restart' || f.kind === 'cut' || f.kind === 'stall' || f.kind === 'latency',
   );
@@ -728,8 +751,7 @@ function buildReport(input: ReportInput): FaultReport {
     for (let i = 0; i < ordered.length - 1; i += 1) {
       const e = ordered[i]!;
       const next = ordered[i + 1]!;
-      const kill = killedAt.get(e.worker_pid);
-      let by: FaultKind | null = kill !== undefined && kill >= e.started_ms - 1_000 ? 'kill' : null;
+      let by: FaultKind | null = killOf(e.worker_pid, e.started_ms) ? 'kill' : null;
       if (!by) {
         const w = windows.find(
           (f) => f.startMs <= next.started_ms && f.endMs + WINDOW_SLACK_MS >= e.started_ms,
@@ -830,9 +852,9 @@ function buildReport(input: ReportInput): FaultReport {
   for (const f of faults) counts[f.kind] += 1;
   const writeOffs: number[] = [];
   for (const a of rows.attempts) {
-    if (a.outcome !== 'WORKER_FAILURE' || a.worker_pid === null) continue;
-    const kill = killedAt.get(a.worker_pid);
-    if (kill !== undefined && a.finished_ms >= kill) writeOffs.push(a.finished_ms - kill);
+    if (a.outcome !== 'WORKER_FAILURE' || a.worker_pid === null || a.started_ms === null) continue;
+    const kill = killOf(a.worker_pid, a.started_ms);
+    if (kill && a.finished_ms >= kill.startMs) writeOffs.push(a.finished_ms - kill.startMs);
   }
   const completions = rows.tasks
     .map((t) => t.completed_ms)
@@ -887,6 +909,7 @@ export function formatReport(r: FaultReport): string {
     `  detection: restart to the next completion: ${s(r.detection.restartToFirstCompletion)}`,
     `  detection: LISTEN drop to listeners back: ${s(r.detection.listenReconnect)}`,
     `result: ${r.ok ? 'every invariant holds' : `${r.invariants.filter((i) => !i.ok).length} invariant(s) FAILED`}`,
+    ...(r.workerOutput ? ["the end of a worker's output:", r.workerOutput] : []),
   ].join('\n');
 }
 
