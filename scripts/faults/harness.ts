@@ -385,8 +385,17 @@ export async function runFaults(options: FaultOptions): Promise<FaultReport> {
         for (const p of proxies) p.delay(ms, forMs);
         faults.push({ kind, startMs, endMs: startMs + forMs, detail: `+${ms} ms for ${forMs} ms` });
       } else if (kind === 'listen') {
-        const pids = await listenerPids(side!);
-        if (pids.length === 0) return;
+        // The side pool's first query after a restart fails on a dead connection, and listeners may be between
+        // reconnects: a few tries before giving up on this drop.
+        let pids = await listenerPids(side!);
+        for (let i = 0; i < 20 && pids.length === 0 && !over(); i += 1) {
+          await sleep(100);
+          pids = await listenerPids(side!);
+        }
+        if (pids.length === 0) {
+          log('listen: no LISTEN connection found to drop');
+          return;
+        }
         await side!
           .query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid = ANY($1)', [pids])
           .catch(() => undefined);
