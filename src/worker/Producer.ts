@@ -249,7 +249,9 @@ export class Producer {
           continue;
         }
       }
-      if (full && this.hooks.capacity() > 0) continue;
+      // A full claim suggests more work: claim again at once, but only for a batch worth a statement (slots free
+      // up one by one as runs end; a claim per few of them would cost more than it brings).
+      if (full && (this.hooks.idle() || this.hooks.capacity() >= this.options.refillThreshold)) continue;
       if (!this.woken && this.running) await this.sleep(this.options.pollIntervalMs, true);
     }
   }
