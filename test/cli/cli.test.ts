@@ -38,9 +38,11 @@ describe('horsies migrate', () => {
       [schema],
     );
     expect(tables.map((r) => r.table_name)).toEqual([
+      'horsies_group_limits',
       'horsies_heartbeats',
       'horsies_leaders',
       'horsies_queue_state',
+      'horsies_rate_limiters',
       'horsies_schedule_state',
       'horsies_schema_migrations',
       'horsies_task_attempts',
