@@ -865,7 +865,7 @@ function buildReport(input: ReportInput): FaultReport {
   // 8. Through PgBouncer: no prepared-statement error in any worker's output.
   check(
     'the run sent tasks and started workflows',
-    rows.tasks.length > 0 && rows.workflows.length > 0 ? 0 : 1,
+    rows.tasks.length > 0 && (rows.workflows.length > 0 || input.options.workflows === 0) ? 0 : 1,
     `${rows.tasks.length} tasks, ${rows.workflows.length} workflows`,
   );
   if (input.options.pgbouncer) {
