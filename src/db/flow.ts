@@ -114,21 +114,25 @@ export interface RateLimiterRow {
   free_at: Date;
 }
 
+// A limiter row r's starts within its interval (as u.used, joined laterally), and when it has room again: the
+// later of its pause and, when full, the time the oldest start that keeps it full leaves the window (NULL when
+// neither applies).
+const LIMITER_USED = `SELECT COALESCE(sum(w.n), 0) AS used FROM unnest(r.window_at, r.window_count) AS w(at, n)
+     WHERE w.at > now() - r.interval_ms * interval '1 millisecond'`;
+const LIMITER_FREE_AT = `GREATEST(r.paused_until, CASE WHEN u.used >= r.max_starts THEN (
+       SELECT min(x.at) + r.interval_ms * interval '1 millisecond'
+       FROM (SELECT w.at, sum(w.n) OVER (ORDER BY w.at DESC) AS newer
+             FROM unnest(r.window_at, r.window_count) AS w(at, n)
+             WHERE w.at > now() - r.interval_ms * interval '1 millisecond') x
+       WHERE x.newer >= r.max_starts) END)`;
+
 /** Every limiter's state, or only those named in `keys` when given. */
 export const RateLimiterList = statement<{ keys: string[] | null }, RateLimiterRow>(
   'RateLimiterList',
   `SELECT r.limiter_key, r.max_starts, r.interval_ms, u.used::int AS used, r.paused_until,
-          GREATEST(now(), r.paused_until, CASE WHEN u.used >= r.max_starts THEN (
-            SELECT min(x.at) + r.interval_ms * interval '1 millisecond'
-            FROM (SELECT w.at, sum(w.n) OVER (ORDER BY w.at DESC) AS newer
-                  FROM unnest(r.window_at, r.window_count) AS w(at, n)
-                  WHERE w.at > now() - r.interval_ms * interval '1 millisecond') x
-            WHERE x.newer >= r.max_starts) END) AS free_at
+          GREATEST(now(), ${LIMITER_FREE_AT}) AS free_at
    FROM {{schema}}.horsies_rate_limiters r
-   CROSS JOIN LATERAL (
-     SELECT COALESCE(sum(w.n), 0) AS used FROM unnest(r.window_at, r.window_count) AS w(at, n)
-     WHERE w.at > now() - r.interval_ms * interval '1 millisecond'
-   ) u
+   CROSS JOIN LATERAL (${LIMITER_USED}) u
    WHERE $1::text[] IS NULL OR r.limiter_key = ANY ($1::text[])
    ORDER BY r.limiter_key`,
   ({ keys }) => [keys],
@@ -192,17 +196,9 @@ export const TaskFlowState = statement<
    LEFT JOIN {{schema}}.horsies_group_limits g ON g.queue_name = $1
    LEFT JOIN LATERAL (
      SELECT r.limiter_key,
-            GREATEST(r.paused_until, CASE WHEN u.used >= r.max_starts THEN (
-              SELECT min(x.at) + r.interval_ms * interval '1 millisecond'
-              FROM (SELECT w.at, sum(w.n) OVER (ORDER BY w.at DESC) AS newer
-                    FROM unnest(r.window_at, r.window_count) AS w(at, n)
-                    WHERE w.at > now() - r.interval_ms * interval '1 millisecond') x
-              WHERE x.newer >= r.max_starts) END) AS free_at
+            ${LIMITER_FREE_AT} AS free_at
      FROM {{schema}}.horsies_rate_limiters r
-     CROSS JOIN LATERAL (
-       SELECT COALESCE(sum(w.n), 0) AS used FROM unnest(r.window_at, r.window_count) AS w(at, n)
-       WHERE w.at > now() - r.interval_ms * interval '1 millisecond'
-     ) u
+     CROSS JOIN LATERAL (${LIMITER_USED}) u
      WHERE r.limiter_key IN ('queue:' || $1, 'task:' || $2)
      ORDER BY 2 DESC NULLS LAST
      LIMIT 1

@@ -289,6 +289,16 @@ export interface ClaimedTaskRow {
   workflow_node_id: string | null;
 }
 
+/** Sorts claimed rows in claim order (priority, then enqueue time, then id): UPDATE ... RETURNING does not keep it. */
+export function inClaimOrder<R extends ClaimedTaskRow>(rows: R[]): R[] {
+  return rows.sort(
+    (a, b) =>
+      a.priority - b.priority ||
+      a.enqueued_at.getTime() - b.enqueued_at.getTime() ||
+      (a.id < b.id ? -1 : a.id > b.id ? 1 : 0),
+  );
+}
+
 /** Parameters of a claim. */
 export interface ClaimParams {
   queue: string;

@@ -18,6 +18,7 @@ import type { QueueConfig, RateLimit } from '../client/config.js';
 import type { Database, Queryable } from '../db/Database.js';
 import { RateLimiterPause, TaskClaimLimited, TaskStartLimited } from '../db/flow.js';
 import type { LimiterSpec } from '../db/flow.js';
+import { inClaimOrder } from '../db/tasks.js';
 import type { ClaimAndStartRow, ClaimParams, ClaimedTaskRow, TaskStartRow } from '../db/tasks.js';
 
 /** What {@link FlowGuard.start} did with a batch of one limiter set. */
@@ -138,13 +139,7 @@ export class FlowGuard {
       );
       claimed.push(...rows);
     }
-    // UPDATE ... RETURNING does not keep the claim order: restore it for the executor.
-    return claimed.sort(
-      (a, b) =>
-        a.priority - b.priority ||
-        a.enqueued_at.getTime() - b.enqueued_at.getTime() ||
-        (a.id < b.id ? -1 : a.id > b.id ? 1 : 0),
-    );
+    return inClaimOrder(claimed);
   }
 
   /**

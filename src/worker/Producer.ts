@@ -5,7 +5,7 @@
  * (`TaskClaimAndStart`: those go from PENDING to RUNNING in one row update).
  */
 import type { Database } from '../db/Database.js';
-import { TaskClaim, TaskClaimAndStart } from '../db/tasks.js';
+import { TaskClaim, TaskClaimAndStart, inClaimOrder } from '../db/tasks.js';
 import type { ClaimAndStartRow, ClaimedTaskRow, WorkerIdentity } from '../db/tasks.js';
 import type { CapGuard } from './CapGuard.js';
 import type { StartedWithClaim } from './Dispatcher.js';
@@ -101,39 +101,48 @@ export class Producer {
   }
 
   // Without a cap: one statement claims and, for the slots free now, starts too (one row update per task).
-  private async claimAndStart(
+  private claimAndStart(
     queue: string,
     taskNames: string[],
     wanted: number,
   ): Promise<{ rows: ClaimedTaskRow[]; started: StartedWithClaim | undefined }> {
-    const reserved = this.hooks.reserveStarts(queue, wanted);
-    let result: ClaimAndStartRow[];
-    try {
-      result = await this.db.run(TaskClaimAndStart, {
+    return this.startingClaim(queue, wanted, (start) =>
+      this.db.run(TaskClaimAndStart, {
         ...this.claimParams(queue, taskNames),
         limit: wanted,
-        start: reserved,
+        start,
         waitForFlush: this.options.synchronousStarts,
-      });
+      }),
+    );
+  }
+
+  // A claim that starts up to the slots reserved for it: the rows it wrote RUNNING are launched at once; a failed
+  // claim, or one that started nothing, gives the reservation back.
+  private async startingClaim(
+    queue: string,
+    wanted: number,
+    claim: (start: number) => Promise<ClaimAndStartRow[]>,
+  ): Promise<{ rows: ClaimedTaskRow[]; started: StartedWithClaim | undefined }> {
+    const reserved = this.hooks.reserveStarts(queue, wanted);
+    let rows: ClaimAndStartRow[];
+    try {
+      rows = inClaimOrder(await claim(reserved));
     } catch (error) {
       this.hooks.cancelReservation(reserved);
       throw error;
     }
-    const rows = inClaimOrder(result);
-    if (rows.length === 0) this.hooks.cancelReservation(reserved);
-    if (reserved === 0 || rows.length === 0) return { rows, started: undefined };
     const running = rows.filter((r) => r.status === 'RUNNING');
-    const started = {
-      tasks: running,
-      rows: running.map((r) => ({
-        id: r.id,
-        status: 'RUNNING' as const,
-        attempt: r.attempt,
-        started_at: r.started_at,
-      })),
-      reserved,
-    };
-    return { rows, started };
+    if (running.length === 0) {
+      this.hooks.cancelReservation(reserved);
+      return { rows, started: undefined };
+    }
+    const started = running.map((r) => ({
+      id: r.id,
+      status: 'RUNNING' as const,
+      attempt: r.attempt,
+      started_at: r.started_at,
+    }));
+    return { rows, started: { tasks: running, rows: started, reserved } };
   }
 
   private claimParams(queue: string, taskNames: string[]) {
@@ -156,35 +165,9 @@ export class Producer {
         : await flow.claim({ ...params, limit: wanted });
       return { rows, started: undefined };
     }
-    const reserved = this.hooks.reserveStarts(queue, wanted);
-    let result: ClaimAndStartRow[];
-    try {
-      result = await flow.claimAndStart(
-        { ...params, limit: wanted },
-        reserved,
-        this.options.synchronousStarts,
-      );
-    } catch (error) {
-      this.hooks.cancelReservation(reserved);
-      throw error;
-    }
-    const rows = result.sort(
-      (a, b) =>
-        a.priority - b.priority ||
-        a.enqueued_at.getTime() - b.enqueued_at.getTime() ||
-        (a.id < b.id ? -1 : a.id > b.id ? 1 : 0),
+    return this.startingClaim(queue, wanted, (start) =>
+      flow.claimAndStart({ ...params, limit: wanted }, start, this.options.synchronousStarts),
     );
-    const running = rows.filter((r) => r.status === 'RUNNING');
-    // Slots reserved for starts that did not happen are given back.
-    if (running.length === 0) this.hooks.cancelReservation(reserved);
-    if (running.length === 0) return { rows, started: undefined };
-    const rowsStarted = running.map((r) => ({
-      id: r.id,
-      status: 'RUNNING' as const,
-      attempt: r.attempt,
-      started_at: r.started_at,
-    }));
-    return { rows, started: { tasks: running, rows: rowsStarted, reserved } };
   }
 
   /** Starts the loop. */
@@ -269,14 +252,4 @@ export class Producer {
       };
     });
   }
-}
-
-/** UPDATE ... RETURNING does not keep the claim order; restores it (priority, then enqueue time, then id). */
-function inClaimOrder<R extends ClaimedTaskRow>(rows: R[]): R[] {
-  return rows.sort(
-    (a, b) =>
-      a.priority - b.priority ||
-      a.enqueued_at.getTime() - b.enqueued_at.getTime() ||
-      (a.id < b.id ? -1 : a.id > b.id ? 1 : 0),
-  );
 }

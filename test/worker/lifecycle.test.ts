@@ -2,7 +2,7 @@
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { TaskClaim, TaskClaimAndStart, TaskFinishMany, TaskStartMany } from '../../src/db/tasks.js';
-import type { WorkerIdentity } from '../../src/db/tasks.js';
+import type { TaskFinish, WorkerIdentity } from '../../src/db/tasks.js';
 import { TaskError } from '../../src/errors.js';
 import { eventually, useTestSchema, waitForEvent, trackStarts } from '../support/db.js';
 import { createWorker } from '../../src/worker/Worker.js';
@@ -42,6 +42,22 @@ async function row(id: string): Promise<Row> {
   );
   if (!r) throw new Error(`no row ${id}`);
   return r;
+}
+
+/** A COMPLETED outcome with `result` (JSON text), as the worker `workerId` holding `generation` writes it. */
+function completion(id: string, workerId: string, generation: number, result: string): TaskFinish {
+  return {
+    id,
+    workerId,
+    generation,
+    status: 'COMPLETED',
+    result,
+    errorCode: null,
+    errorMessage: null,
+    failedReason: null,
+    retryDelayMs: 0,
+    crashed: false,
+  };
 }
 
 async function attempts(id: string): Promise<Record<string, unknown>[]> {
@@ -414,20 +430,7 @@ describe('scheduling and deadlines', () => {
     expect(second).toMatchObject({ status: 'RUNNING', attempt: 2, claim_generation: 2 });
     const finish = (generation: number) =>
       app.db.run(TaskFinishMany, {
-        tasks: [
-          {
-            id: handle.id,
-            generation,
-            status: 'COMPLETED',
-            result: `{"ok":${generation}}`,
-            errorCode: null,
-            errorMessage: null,
-            failedReason: null,
-            retryDelayMs: 0,
-            workerId: 'w-1',
-            crashed: false,
-          },
-        ],
+        tasks: [completion(handle.id, 'w-1', generation, `{"ok":${generation}}`)],
       });
     expect(await finish(1)).toHaveLength(0);
     expect(await finish(2)).toHaveLength(1);
@@ -492,22 +495,7 @@ describe('fencing', () => {
     expect(start[0]?.status).toBe('RUNNING');
 
     const finish = (generation: number) =>
-      app.db.run(TaskFinishMany, {
-        tasks: [
-          {
-            id: handle.id,
-            generation,
-            status: 'COMPLETED',
-            result: '{"ok":"late"}',
-            errorCode: null,
-            errorMessage: null,
-            failedReason: null,
-            retryDelayMs: 0,
-            workerId: 'w-1',
-            crashed: false,
-          },
-        ],
-      });
+      app.db.run(TaskFinishMany, { tasks: [completion(handle.id, 'w-1', generation, '{"ok":"late"}')] });
     expect(await finish(first!.claim_generation)).toHaveLength(0);
     expect((await row(handle.id)).status).toBe('RUNNING');
     expect(await attempts(handle.id)).toHaveLength(0);
