@@ -100,6 +100,12 @@ export interface StepOptions {
   children?: ChildWorkflows;
   /** Nodes known to be READY without a task (a start's roots), enqueued by this step. */
   ready?: ReadyNode[];
+  /**
+   * Whether the commit waits for the WAL flush (default true). Only a step that follows written outcomes may
+   * skip it: a server crash that undoes such a step leaves the outcomes, and recovery redoes the step. A start,
+   * a control operation or a step in a caller's transaction must be durable once it returns.
+   */
+  waitForFlush?: boolean;
 }
 
 /**
@@ -168,7 +174,10 @@ export class WorkflowStepper {
       if (this.stepping.has(id)) continue;
       this.waiting.delete(id);
       this.stepping.add(id);
-      void withRetries(() => stepWorkflow(this.db, id, { nodes: [...nodes], children: this.children }))
+      // Follows outcomes already flushed: a crash that undoes this step is repaired by recovery.
+      void withRetries(() =>
+        stepWorkflow(this.db, id, { nodes: [...nodes], children: this.children, waitForFlush: false }),
+      )
         .catch((error: unknown) => this.onError(id, error))
         .finally(() => {
           this.stepping.delete(id);
@@ -198,8 +207,11 @@ export async function step(
   workflowId: string,
   options: StepOptions,
 ): Promise<StepResult> {
-  // A step is redone by recovery if a crash undoes it: its commit need not wait for the disk.
-  const [workflow] = await db.run(WorkflowLock, { id: workflowId, waitForFlush: false }, tx);
+  const [workflow] = await db.run(
+    WorkflowLock,
+    { id: workflowId, waitForFlush: options.waitForFlush ?? true },
+    tx,
+  );
   if (!workflow) return { settled: 0, enqueued: 0, status: null, parent: null };
   if (workflow.status === 'COMPLETED' || workflow.status === 'FAILED')
     return { settled: 0, enqueued: 0, status: workflow.status, parent: null };

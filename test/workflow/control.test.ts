@@ -10,7 +10,7 @@ import { TaskError } from '../../src/errors.js';
 import { createWorker } from '../../src/worker/Worker.js';
 import { workflow } from '../../src/workflow/WorkflowDefinition.js';
 import type { WorkflowHandle } from '../../src/workflow/WorkflowHandle.js';
-import { stepWorkflow } from '../../src/workflow/step.js';
+import { step, stepWorkflow } from '../../src/workflow/step.js';
 import { eventually, useTestSchema } from '../support/db.js';
 
 const t = await useTestSchema();
@@ -297,6 +297,32 @@ describe('pause and resume', () => {
     const missing = app.getWorkflow('no-such-workflow');
     expect(await missing.pause()).toEqual({ status: null, changed: [] });
     expect(await missing.info()).toBeNull();
+  });
+});
+
+describe('durability', () => {
+  // Control operations, starts and recovery step with the default: their commit waits for the WAL flush, since a
+  // caller acts on what they return. Only the worker's step after written outcomes opts out (recovery redoes it).
+  it('a step waits for the disk unless asked not to', async () => {
+    const wf = workflow(app, 'control-durable');
+    wf.node(value, { input: { n: 1 } });
+    const handle = await wf.build().start();
+    const commitSetting = (options: { waitForFlush?: boolean }) =>
+      app.db.transaction(async (tx) => {
+        await step(app.db, tx, handle.id, { nodes: [], ...options });
+        const [row] = (
+          await tx.query<{ s: string }>('SELECT current_setting($1) AS s', ['synchronous_commit'])
+        ).rows;
+        return row!.s;
+      });
+    try {
+      expect(await commitSetting({})).toBe('on');
+      expect(await commitSetting({ waitForFlush: true })).toBe('on');
+      expect(await commitSetting({ waitForFlush: false })).toBe('off');
+    } finally {
+      // Its task waits in the queue the next tests claim from by hand.
+      await handle.cancel();
+    }
   });
 });
 

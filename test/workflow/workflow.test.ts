@@ -313,6 +313,21 @@ describe('start', () => {
     });
   });
 
+  it("inside the caller's transaction: leaves that transaction's commit durable", async () => {
+    // A start returns a handle the caller relies on: its commit must wait for the disk like the caller's own writes
+    // (a step that follows a task's outcome may skip the wait; a start may not).
+    const client = await t.pool.connect();
+    try {
+      await client.query('BEGIN');
+      await def.start({ n: 2 }, { tx: client });
+      const { rows } = await client.query<{ synchronous_commit: string }>('SHOW synchronous_commit');
+      expect(rows[0]!.synchronous_commit).toBe('on');
+    } finally {
+      await client.query('ROLLBACK');
+      client.release();
+    }
+  });
+
   it('checks its parameters before storing anything', async () => {
     const error = await rejection(def.start({ n: 'four' } as unknown as { n: number }), InputValidationError);
     expect(error.issues).toEqual([expect.objectContaining({ path: ['n'] })]);
