@@ -3,9 +3,10 @@
  * tasks that have such a limit ever run these; the plain claim and start (`tasks.ts`) are untouched.
  *
  * A rate limiter is a row of `horsies_rate_limiters` keyed `queue:<name>` or `task:<name>`, holding the starts of
- * its last interval. The claim reads its room without a lock (so a worker claims no more than could start now);
- * the start locks the row, grants, starts and records in one statement (`horsies_start_limited`), so the limit is
- * exact cluster-wide on the tasks' `started_at`.
+ * its last interval. Every statement that starts tasks under it locks the row, grants, starts and records in that
+ * one statement, so the limit is exact cluster-wide on the tasks' `started_at`: the claim for the tasks it starts
+ * at once, `horsies_start_limited` for tasks claimed earlier. A claim that starts nothing reads the room without a
+ * lock (so a worker claims no more than could start now).
  */
 import { statement } from './Database.js';
 import type { ClaimAndStartRow, ClaimParams, TaskStartRow } from './tasks.js';
@@ -22,24 +23,25 @@ function limiterArrays(limiters: readonly LimiterSpec[]): [string[], number[], n
 }
 
 /**
- * PENDING → CLAIMED for up to `limit` tasks of one queue, at most the room the `limiters` have left now, and with
- * `groupLimit` at most that many tasks of one group in flight, groups taken in turn (`horsies_claim_limited`).
- * With a group limit the first `start` of them start at once, as with `TaskClaimAndStart` (whose rows these are);
- * without one (rate limits alone) nothing starts here. Rows come back in no particular order.
+ * PENDING → CLAIMED for up to `limit` tasks of one queue, the first `start` of them written RUNNING at once, under
+ * the `limiters` (sorted by key by the caller) and with `groupLimit` at most that many tasks of one group in flight,
+ * groups taken in turn (`horsies_claim_limited`, migration 17). A claim that starts nothing takes at most the
+ * limiters' room read without a lock; one that starts tasks locks the limiters' rows, takes at most their room and
+ * records its starts, and then can fail with a serialization failure (40001, see {@link TaskStartLimited}): run
+ * it again. Rows come back in no particular order.
  */
 export const TaskClaimLimited = statement<
   ClaimParams & {
     limiters: readonly LimiterSpec[];
     groupLimit: number | null;
-    start?: number;
-    waitForFlush?: boolean;
+    start: number;
+    waitForFlush: boolean;
   },
   ClaimAndStartRow
 >(
   'TaskClaimLimited',
-  `SELECT * FROM {{schema}}.horsies_claim_limited($1, $2::text[], $3, $4, $5, $6, $7, $8,
-     CASE WHEN cardinality($9::text[]) = 0 THEN 2147483647
-          ELSE {{schema}}.horsies_rate_room($9::text[], $10::int[], $11::int[]) END, $12, $13, $14)`,
+  `SELECT * FROM {{schema}}.horsies_claim_limited($1, $2::text[], $3, $4, $5, $6, $7, $8, $9::text[], $10::int[],
+     $11::int[], $12, $13, $14)`,
   ({ queue, taskNames, limit, leaseMs, worker, limiters, groupLimit, start, waitForFlush }) => [
     queue,
     taskNames,
@@ -51,8 +53,8 @@ export const TaskClaimLimited = statement<
     worker.processName,
     ...limiterArrays(limiters),
     groupLimit,
-    start ?? 0,
-    waitForFlush ?? true,
+    start,
+    waitForFlush,
   ],
 );
 

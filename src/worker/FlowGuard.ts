@@ -2,13 +2,15 @@
  * Flow control on the claim side: rate limiters (per queue and per task name) and per-group limits.
  *
  * - A queue with a limiter (its own `rateLimit`, or a task of it with one) or a `maxConcurrencyPerGroup` claims
- *   through {@link claim} (`horsies_claim_limited`): at most the room the limiters have left now (read without a
- *   lock, so that a worker does not hold tasks it cannot start), and with a group limit at most that many tasks of
- *   a group in flight, groups taken in turn. Other queues never come here.
- * - A rate-limited task starts through {@link start} (`horsies_start_limited`): one statement locks the limiters'
- *   rows, grants what their windows have room for, starts those tasks and records the starts at the start's own
- *   time. A start is the CLAIMED → RUNNING transition: a claim handed back, a task expired or a workflow task
- *   handed back at its start uses nothing. The rest come back deferred, with the time to try again.
+ *   through {@link claim} (`horsies_claim_limited`): at most the room the limiters have left, and with a group
+ *   limit at most that many tasks of a group in flight, groups taken in turn. The tasks the worker has free slots
+ *   for start in the claim itself (which then locks the limiters' rows and records those starts). Other queues
+ *   never come here.
+ * - A rate-limited task claimed without a start (prefetched, or behind a soft cap) starts through {@link start}
+ *   (`horsies_start_limited`): one statement locks the limiters' rows, grants what their windows have room for,
+ *   starts those tasks and records the starts at the start's own time. A start is the transition to RUNNING: a
+ *   claim handed back, a task expired or a workflow task handed back at its start uses nothing. The rest come back
+ *   deferred, with the time to try again.
  * - A run that an upstream throttled pauses every limiter of its task ({@link pause}).
  */
 import type { StandardSchemaV1 } from '@standard-schema/spec';
@@ -40,7 +42,7 @@ export interface FlowSettings {
   workerId: string;
 }
 
-/** How many times a limited start runs again after losing the race for the order of recorded starts. */
+/** How many times a limited start or claim runs again after losing the race for the order of recorded starts. */
 const START_ATTEMPTS = 5;
 
 /** Applies one app's rate limiters and group limits. */
@@ -81,32 +83,6 @@ export class FlowGuard {
     return this.queueLimiters.has(queue) || this.taskLimiters.has(taskName);
   }
 
-  /**
-   * True when a claim from `queue` of these names may start tasks itself (`claimAndStart`): the queue has a group
-   * limit and no rate limiter applies (a rate-limited start must go through {@link start}).
-   */
-  startsInClaim(queue: string, taskNames: string[]): boolean {
-    return (
-      this.groupLimits.has(queue) &&
-      !this.queueLimiters.has(queue) &&
-      !taskNames.some((n) => this.taskLimiters.has(n))
-    );
-  }
-
-  /**
-   * A grouped claim that also starts the first `start` tasks of the turn in the same row update, as the plain
-   * claim-and-start does. Only when {@link startsInClaim}. Rows in no particular order.
-   */
-  claimAndStart(params: ClaimParams, start: number, waitForFlush: boolean): Promise<ClaimAndStartRow[]> {
-    return this.db.run(TaskClaimLimited, {
-      ...params,
-      limiters: [],
-      groupLimit: this.groupLimits.get(params.queue) ?? null,
-      start,
-      waitForFlush,
-    });
-  }
-
   /** The limiters of a task, sorted by key (the order their rows are locked in). */
   limitersOf(queue: string, taskName: string): LimiterSpec[] {
     const found = [this.queueLimiters.get(queue), this.taskLimiters.get(taskName)];
@@ -114,16 +90,19 @@ export class FlowGuard {
   }
 
   /**
-   * Claims from a limited queue. Task names with a limiter of their own are claimed one name per statement (each
-   * against its own limiter and the queue's); the other names together against the queue's limiter alone.
+   * Claims from a limited queue, starting up to `start` of the tasks at once (0 within a cap's transaction, `on`:
+   * those start through the dispatcher). Task names with a limiter of their own are claimed one name per statement
+   * (each against its own limiter and the queue's); the other names together against the queue's limiter alone.
+   * Rows in claim order.
    */
-  async claim(params: ClaimParams, on?: Queryable): Promise<ClaimedTaskRow[]> {
+  async claim(params: ClaimParams, start: number, on?: Queryable): Promise<ClaimAndStartRow[]> {
     const { queue, taskNames } = params;
     const groupLimit = this.groupLimits.get(queue) ?? null;
     const own = taskNames.filter((n) => this.taskLimiters.has(n));
     const shared = taskNames.filter((n) => !this.taskLimiters.has(n));
     const batches: string[][] = shared.length > 0 ? [shared, ...own.map((n) => [n])] : own.map((n) => [n]);
-    const claimed: ClaimedTaskRow[] = [];
+    const claimed: ClaimAndStartRow[] = [];
+    let starts = start;
     for (const names of batches) {
       const limit = params.limit - claimed.length;
       if (limit <= 0) break;
@@ -132,11 +111,22 @@ export class FlowGuard {
         names.length === 1 && this.taskLimiters.has(first)
           ? this.limitersOf(queue, first)
           : this.limitersOf(queue, '');
-      const rows = await this.db.run(
-        TaskClaimLimited,
-        { ...params, taskNames: names, limit, limiters, groupLimit },
-        on,
+      const rows = await this.retried(() =>
+        this.db.run(
+          TaskClaimLimited,
+          {
+            ...params,
+            taskNames: names,
+            limit,
+            limiters,
+            groupLimit,
+            start: starts,
+            waitForFlush: this.settings.synchronousStarts,
+          },
+          on,
+        ),
       );
+      starts -= rows.filter((r) => r.status === 'RUNNING').length;
       claimed.push(...rows);
     }
     return inClaimOrder(claimed);
@@ -172,19 +162,27 @@ export class FlowGuard {
     return results;
   }
 
-  private async startOnce(limiters: LimiterSpec[], tasks: ClaimedTaskRow[]) {
+  private startOnce(limiters: LimiterSpec[], tasks: ClaimedTaskRow[]) {
+    return this.retried(() =>
+      this.db.run(TaskStartLimited, {
+        limiters,
+        workerId: this.settings.workerId,
+        tasks: tasks.map((t) => ({
+          id: t.id,
+          generation: t.claim_generation,
+          workflow: t.workflow_id !== null,
+        })),
+        waitForFlush: this.settings.synchronousStarts,
+      }),
+    );
+  }
+
+  // A statement that starts under limiters and lost the race for the order of recorded starts (serialization
+  // failure) runs again at once, with a later now().
+  private async retried<T>(run: () => Promise<T>): Promise<T> {
     for (let attempt = 1; ; attempt += 1) {
       try {
-        return await this.db.run(TaskStartLimited, {
-          limiters,
-          workerId: this.settings.workerId,
-          tasks: tasks.map((t) => ({
-            id: t.id,
-            generation: t.claim_generation,
-            workflow: t.workflow_id !== null,
-          })),
-          waitForFlush: this.settings.synchronousStarts,
-        });
+        return await run();
       } catch (error) {
         if ((error as { code?: string }).code !== '40001' || attempt >= START_ATTEMPTS) throw error;
       }

@@ -149,9 +149,8 @@ export class Producer {
     return { queue, taskNames, leaseMs: this.options.leaseMs, worker: this.options.identity };
   }
 
-  // Under a rate limiter or a group limit (FlowGuard). Rate-limited tasks are only claimed here (within the caps'
-  // lock when a cap applies too), so that they start through the dispatcher, under their limiters. A grouped claim
-  // with no rate limiter and no cap starts the tasks it has free slots for, as claimAndStart does.
+  // Under a rate limiter or a group limit (FlowGuard): the claim starts the tasks it has free slots for, as
+  // claimAndStart does; within a cap's lock it only claims, and the starts go through the dispatcher.
   private async claimLimited(
     flow: FlowGuard,
     queue: string,
@@ -159,15 +158,13 @@ export class Producer {
     wanted: number,
   ): Promise<{ rows: ClaimedTaskRow[]; started: StartedWithClaim | undefined }> {
     const params = this.claimParams(queue, taskNames);
-    if (this.caps.applies(queue) || !flow.startsInClaim(queue, taskNames)) {
-      const rows = this.caps.applies(queue)
-        ? await this.caps.claimWithin(queue, wanted, (on, room) => flow.claim({ ...params, limit: room }, on))
-        : await flow.claim({ ...params, limit: wanted });
+    if (this.caps.applies(queue)) {
+      const rows = await this.caps.claimWithin(queue, wanted, (on, room) =>
+        flow.claim({ ...params, limit: room }, 0, on),
+      );
       return { rows, started: undefined };
     }
-    return this.startingClaim(queue, wanted, (start) =>
-      flow.claimAndStart({ ...params, limit: wanted }, start, this.options.synchronousStarts),
-    );
+    return this.startingClaim(queue, wanted, (start) => flow.claim({ ...params, limit: wanted }, start));
   }
 
   /** Starts the loop. */

@@ -7,7 +7,7 @@
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { ConfigError, TaskThrottledError, createApp } from '../../src/index.js';
-import { TaskClaimLimited } from '../../src/db/flow.js';
+import { TaskClaimLimited, TaskStartLimited } from '../../src/db/flow.js';
 import { createWorker } from '../../src/worker/Worker.js';
 import { databaseUrl, eventually, useTestSchema } from '../support/db.js';
 import { startWorkerProcess } from '../support/processes.js';
@@ -104,6 +104,59 @@ describe('rate limits', () => {
     expect(limiters.map((l) => l.limiter_key)).toEqual(['task:flow.limited']);
   }, 60_000);
 
+  it('a claim starts at once only what the limiter has room for and records it; tasks claimed beyond start later under it', async () => {
+    const app = t.app({ queues: [{ name: 'rated-claim', rateLimit: { max: 3, intervalMs: 60_000 } }] });
+    const job = app.task({ name: 'flow.rc', queue: 'rated-claim', input: z.object({}), handler: () => null });
+    await job.sendMany(Array.from({ length: 8 }, () => ({ input: {} })));
+    const limiters = [{ key: 'queue:rated-claim', maxStarts: 3, intervalMs: 60_000 }];
+    const claim = (start: number) =>
+      app.db.run(TaskClaimLimited, {
+        queue: 'rated-claim',
+        taskNames: ['flow.rc'],
+        limit: 8,
+        leaseMs: 60_000,
+        worker: { workerId: 'w-rc', hostname: 'h', pid: 1, processName: 'p' },
+        limiters,
+        groupLimit: null,
+        start,
+        waitForFlush: true,
+      });
+    const recorded = async () =>
+      (
+        await t.query<{ n: number }>(
+          `SELECT COALESCE((SELECT sum(c) FROM unnest(window_count) c), 0)::int AS n
+           FROM {{schema}}.horsies_rate_limiters WHERE limiter_key = 'queue:rated-claim'`,
+        )
+      )[0]?.n;
+
+    // Room for 3: two started by the claim (and recorded), a third only claimed.
+    const first = await claim(2);
+    expect(first.map((r) => r.status).sort()).toEqual(['CLAIMED', 'RUNNING', 'RUNNING']);
+    expect(first.filter((r) => r.status === 'RUNNING').every((r) => r.started_at !== null)).toBe(true);
+    expect(await recorded()).toBe(2);
+    // The claimed one starts under the limiter, which then is full.
+    const held = first.find((r) => r.status === 'CLAIMED')!;
+    const [started] = await app.db.run(TaskStartLimited, {
+      limiters,
+      workerId: 'w-rc',
+      tasks: [{ id: held.id, generation: held.claim_generation, workflow: false }],
+      waitForFlush: true,
+    });
+    expect(started).toMatchObject({ id: held.id, status: 'RUNNING' });
+    expect(await recorded()).toBe(3);
+    // No room left: a claim that would start and one that would only claim both take nothing.
+    expect(await claim(8)).toEqual([]);
+    expect(await claim(0)).toEqual([]);
+    const counts = await t.query<{ status: string; n: number }>(
+      `SELECT status, count(*)::int AS n FROM {{schema}}.horsies_tasks WHERE queue_name = 'rated-claim'
+       GROUP BY status ORDER BY status`,
+    );
+    expect(counts).toEqual([
+      { status: 'PENDING', n: 5 },
+      { status: 'RUNNING', n: 3 },
+    ]);
+  });
+
   it('an upstream throttle pauses the limiter for everyone, and the task retries without using its retries', async () => {
     const app = t.app({ queues: [{ name: 'upstream', rateLimit: { max: 100, intervalMs: 1000 } }] });
     const pauseMs = 1_500;
@@ -182,6 +235,8 @@ describe('fair sharing', () => {
         worker: { workerId: 'w-test', hostname: 'h', pid: 1, processName: 'p' },
         limiters: [],
         groupLimit: 2,
+        start: 0,
+        waitForFlush: true,
       });
     const groupsOf = async (ids: string[]) =>
       (
