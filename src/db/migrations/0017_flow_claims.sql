@@ -31,12 +31,18 @@ BEGIN
   room := p_want;
   free_at := p_at;
   FOR i IN 1 .. cardinality(p_keys) LOOP
-    INSERT INTO {{schema}}.horsies_rate_limiters AS l (limiter_key, max_starts, interval_ms)
-    VALUES (p_keys[i], p_max[i], p_interval_ms[i])
-    ON CONFLICT (limiter_key) DO UPDATE
-      SET max_starts = EXCLUDED.max_starts, interval_ms = EXCLUDED.interval_ms
-      WHERE l.max_starts <> EXCLUDED.max_starts OR l.interval_ms <> EXCLUDED.interval_ms;
+    -- One statement when the row exists with these settings (every start but a limiter's first).
     SELECT * INTO r FROM {{schema}}.horsies_rate_limiters l WHERE l.limiter_key = p_keys[i] FOR UPDATE;
+    IF NOT FOUND THEN
+      INSERT INTO {{schema}}.horsies_rate_limiters (limiter_key, max_starts, interval_ms)
+      VALUES (p_keys[i], p_max[i], p_interval_ms[i])
+      ON CONFLICT (limiter_key) DO NOTHING;
+      SELECT * INTO r FROM {{schema}}.horsies_rate_limiters l WHERE l.limiter_key = p_keys[i] FOR UPDATE;
+    END IF;
+    IF r.max_starts <> p_max[i] OR r.interval_ms <> p_interval_ms[i] THEN
+      UPDATE {{schema}}.horsies_rate_limiters l SET max_starts = p_max[i], interval_ms = p_interval_ms[i]
+      WHERE l.limiter_key = p_keys[i];
+    END IF;
     IF r.window_at[cardinality(r.window_at)] > p_at THEN
       RAISE EXCEPTION 'a later start was recorded under rate limiter %', p_keys[i] USING ERRCODE = '40001';
     END IF;
