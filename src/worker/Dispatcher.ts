@@ -123,16 +123,48 @@ export class Dispatcher {
    * are RUNNING already), the others wait for a slot.
    */
   add(tasks: ClaimedTaskRow[], started?: StartedWithClaim): void {
+    const adopted = this.claimedAgain(tasks);
+    if (adopted.size > 0) tasks = tasks.filter((t) => !adopted.has(t.id));
     for (const row of tasks) this.held.set(row.id, { row, phase: 'claimed' });
     if (started) {
       this.starting -= started.reserved;
-      for (const task of started.tasks) this.setPhase(task.id, 'starting');
-      this.executor.launch(started.tasks, started.rows);
-      const launched = new Set(started.tasks.map((t) => t.id));
+      const launching = started.tasks.filter((t) => !adopted.has(t.id));
+      for (const task of launching) this.setPhase(task.id, 'starting');
+      this.executor.launch(launching, started.rows);
+      const launched = new Set(launching.map((t) => t.id));
       tasks = tasks.filter((t) => !launched.has(t.id));
     }
     this.waiting.push(...tasks);
     this.dispatch();
+  }
+
+  /**
+   * Tasks this worker claimed although it holds them already. A claim never returns a task that is claimed, so
+   * the server lost this worker's earlier claim or start (a crash undid its commit, which did not wait for the WAL
+   * flush) and the task was PENDING again, with the claim generation it had before: the new claim wrote the same
+   * generation, so fencing cannot tell the two claims apart. A task that had not started yet is taken over by the
+   * new claim (the old entry is dropped). For one that is starting, running or being written, the run already
+   * going continues under the new claim (its heartbeats and its outcome match the row when the claim started it,
+   * and are fenced out when it only claimed it: that run then stops, and the reaper hands the task back). Either
+   * way the worker never runs the same task twice at once. Returns the ids of the second kind.
+   */
+  private claimedAgain(tasks: ClaimedTaskRow[]): Set<string> {
+    const adopted = new Set<string>();
+    for (const row of tasks) {
+      const held = this.held.get(row.id);
+      if (!held) continue;
+      this.logger.warn(
+        { taskId: row.id, phase: held.phase, generation: row.claim_generation },
+        'claimed a task this worker already holds: the server lost the earlier claim or start',
+      );
+      if (held.phase === 'claimed') {
+        this.waiting = this.waiting.filter((t) => t.id !== row.id);
+        this.notBefore.delete(row.id);
+      } else {
+        adopted.add(row.id);
+      }
+    }
+    return adopted;
   }
 
   /** Moves a held task to a phase. */
