@@ -139,29 +139,37 @@ export class Dispatcher {
   }
 
   /**
-   * Tasks this worker claimed although it holds them already. A claim never returns a task that is claimed, so
-   * the server lost this worker's earlier claim or start (a crash undid its commit, which did not wait for the WAL
-   * flush) and the task was PENDING again, with the claim generation it had before: the new claim wrote the same
-   * generation, so fencing cannot tell the two claims apart. A task that had not started yet is taken over by the
-   * new claim (the old entry is dropped). For one that is starting, running or being written, the run already
-   * going continues under the new claim (its heartbeats and its outcome match the row when the claim started it,
-   * and are fenced out when it only claimed it: that run then stops, and the reaper hands the task back). Either
-   * way the worker never runs the same task twice at once. Returns the ids of the second kind.
+   * Tasks this worker claimed although it holds them still. Most often the earlier hold is ending: its outcome (a
+   * retry) is written and about to be settled, or a claim not started was reaped; the new claim has a new
+   * generation and its entry replaces the old one (whose settling then leaves it alone, see
+   * {@link releaseFinished}). With the same generation the server lost this worker's earlier claim or start (a
+   * crash undid its commit, which did not wait for the WAL flush) and the task was PENDING again with the generation
+   * it had before, so fencing cannot tell the two claims apart. A task that had not started yet is then taken over
+   * by the new claim; for one that is starting, running or being written, the run already going continues under the
+   * new claim (its heartbeats and outcome match the row when the claim started it, and are fenced out when it only
+   * claimed it: that run then stops, and the reaper hands the task back). Either way the worker never runs the same
+   * task twice at once. Returns the ids of that last kind, which the new claim must not start.
    */
   private claimedAgain(tasks: ClaimedTaskRow[]): Set<string> {
     const adopted = new Set<string>();
     for (const row of tasks) {
       const held = this.held.get(row.id);
       if (!held) continue;
-      this.logger.warn(
-        { taskId: row.id, phase: held.phase, generation: row.claim_generation },
-        'claimed a task this worker already holds: the server lost the earlier claim or start',
-      );
+      const undone = held.row.claim_generation === row.claim_generation;
+      if (undone) {
+        this.logger.warn(
+          { taskId: row.id, phase: held.phase, generation: row.claim_generation },
+          'claimed a task this worker already holds: the server lost the earlier claim or start',
+        );
+      }
       if (held.phase === 'claimed') {
         this.waiting = this.waiting.filter((t) => t.id !== row.id);
         this.notBefore.delete(row.id);
-      } else {
+      } else if (undone) {
         adopted.add(row.id);
+      } else if (held.phase === 'finishing') {
+        this.finishing -= 1;
+        this.held.delete(row.id);
       }
     }
     return adopted;
@@ -174,6 +182,16 @@ export class Dispatcher {
     if (held.phase === 'finishing') this.finishing -= 1;
     if (phase === 'finishing') this.finishing += 1;
     held.phase = phase;
+  }
+
+  /**
+   * Forgets tasks whose outcome was settled (written or lost), unless the worker claimed the task again meanwhile
+   * (a retry claimed before its outcome was settled here): that newer claim keeps its entry.
+   */
+  releaseFinished(finishes: OwnedTask[]): void {
+    this.release(
+      finishes.filter((f) => this.held.get(f.id)?.row.claim_generation === f.generation).map((f) => f.id),
+    );
   }
 
   /** Forgets tasks (written, lost, expired) and frees their slots. */

@@ -233,7 +233,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
     for (const delay of new Set(finishes.filter((f) => retried.has(f.id)).map((f) => f.retryDelayMs))) {
       this.parts.producer.wakeAfter(delay);
     }
-    this.parts.dispatcher.release(finishes.map((f) => f.id));
+    this.parts.dispatcher.releaseFinished(finishes);
     if (result.finished.length > 0 && this.finishHooks.length > 0) {
       const follow = this.follow(result.finished);
       this.following.add(follow);
