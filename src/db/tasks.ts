@@ -342,12 +342,22 @@ export interface ClaimAndStartRow extends ClaimedTaskRow {
  * `waitForFlush` is set (see migration 15 for why that is safe).
  */
 export const TaskClaimAndStart = statement<
-  ClaimParams & { start: number; waitForFlush?: boolean },
+  ClaimParams & { start: number; waitForFlush?: boolean; notify?: DoneNotice },
   ClaimAndStartRow
 >(
   'TaskClaimAndStart',
-  `SELECT * FROM {{schema}}.horsies_claim_and_start($1, $2::text[], $3, $4, $5, $6, $7, $8, $9, $10)`,
-  (params) => [...TaskClaim.values(params), params.start, params.waitForFlush ?? true],
+  // With `notify`, the claim also sends task_done notifications of outcomes written earlier (see TaskDoneNotify),
+  // delivered at its commit: one round trip where two were. Only for a claim that does not wait for its WAL flush,
+  // so that it holds the notification lock for a moment only.
+  `WITH done AS (SELECT count(pg_notify($11, chunk)) FROM unnest($12::text[]) AS chunk)
+   SELECT c.* FROM done, {{schema}}.horsies_claim_and_start($1, $2::text[], $3, $4, $5, $6, $7, $8, $9, $10) c`,
+  (params) => [
+    ...TaskClaim.values(params),
+    params.start,
+    params.waitForFlush ?? true,
+    params.notify?.channel ?? null,
+    params.notify ? doneChunks(params.notify.ids) : [],
+  ],
 );
 
 /** A task the worker holds: its id and the claim generation it got. */
@@ -568,28 +578,37 @@ export const TaskFinishMany = statement<
   },
 );
 
+/** Task ids as task_done notification payloads: comma-separated, as many per notification as fit. */
+function doneChunks(ids: readonly string[]): string[] {
+  const chunks: string[] = [];
+  let chunk = '';
+  for (const id of ids) {
+    if (chunk.length + id.length + 1 > 7_000) {
+      chunks.push(chunk);
+      chunk = '';
+    }
+    chunk = chunk === '' ? id : `${chunk},${id}`;
+  }
+  if (chunk !== '') chunks.push(chunk);
+  return chunks;
+}
+
+/** task_done notifications to send: the channel and the ids of tasks whose outcomes are written. */
+export interface DoneNotice {
+  channel: string;
+  ids: string[];
+}
+
 /**
- * The `task_done` notifications of tasks whose finish was written with `notifyLater`, sent after its commit: the
- * ids comma-separated, as many per notification as fit. A transaction that sends a notification holds a lock
- * that serializes the commits of every such transaction in the database until its WAL is flushed; this one
+ * The `task_done` notifications of tasks whose finish was written with `notifyLater`, sent after its commit (see
+ * `DoneNotices` in the worker, which also lets a claim carry them). A transaction that sends a notification holds a
+ * lock that serializes the commits of every such transaction in the database until its WAL is flushed; this one
  * writes nothing, so it holds that lock only for a moment.
  */
-export const TaskDoneNotify = statement<{ channel: string; ids: string[] }, Record<string, never>>(
+export const TaskDoneNotify = statement<DoneNotice, Record<string, never>>(
   'TaskDoneNotify',
   `SELECT pg_notify($1, chunk) FROM unnest($2::text[]) AS chunk`,
-  ({ channel, ids }) => {
-    const chunks: string[] = [];
-    let chunk = '';
-    for (const id of ids) {
-      if (chunk.length + id.length + 1 > 7_000) {
-        chunks.push(chunk);
-        chunk = '';
-      }
-      chunk = chunk === '' ? id : `${chunk},${id}`;
-    }
-    if (chunk !== '') chunks.push(chunk);
-    return [channel, chunks];
-  },
+  ({ channel, ids }) => [channel, doneChunks(ids)],
 );
 
 /** The options stored with a task at send (its retry policy), read for a workflow node's override. */

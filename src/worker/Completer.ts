@@ -5,9 +5,9 @@
  */
 import type { Database } from '../db/Database.js';
 import { isTransientDatabaseError } from '../db/Database.js';
-import { channels } from '../db/Listener.js';
-import { TaskDoneNotify, TaskFinishMany } from '../db/tasks.js';
+import { TaskFinishMany } from '../db/tasks.js';
 import type { TaskFinish, TaskFinishRow } from '../db/tasks.js';
+import type { DoneNotices } from './DoneNotices.js';
 import { sleep } from './timing.js';
 
 /** What one write did. */
@@ -23,8 +23,6 @@ export interface CompleterHooks {
   /** Called after every write, with every finish it settled (written, lost or dropped). */
   onSettled(result: CompleterResult, finishes: TaskFinish[]): void;
   onError(error: unknown, finishes: TaskFinish[]): void;
-  /** Sending the task_done notifications of a written batch failed (result waiters poll). */
-  onNotifyFailed(error: unknown): void;
 }
 
 /** Batches finishes for one worker. */
@@ -32,13 +30,14 @@ export class Completer {
   private buffer: TaskFinish[] = [];
   private flushing: Promise<void> | null = null;
   private idleWaiters: (() => void)[] = [];
-  private readonly notifying = new Set<Promise<void>>();
   private stopped = false;
 
   constructor(
     private readonly db: Database,
     private readonly batchSize: number,
     private readonly hooks: CompleterHooks,
+    /** Where the task_done notifications of written outcomes go (the finish leaves them out of its commit). */
+    private readonly notices: DoneNotices,
   ) {}
 
   /** Number of finishes not yet written. */
@@ -57,24 +56,9 @@ export class Completer {
     const batch = this.buffer.splice(0, this.batchSize);
     if (batch.length === 0) return { finished: [], lost: [] };
     const result = await this.write(batch);
-    this.notifyDone(result.finished);
+    this.notices.add(result.finished.filter((r) => r.status !== 'PENDING').map((r) => r.id));
     this.hooks.onSettled(result, batch);
     return result;
-  }
-
-  // The finish left its task_done notifications to this (see TaskDoneNotify); sent without holding up the next
-  // write. A lost one delays a result waiter until its poll, nothing more.
-  private notifyDone(rows: TaskFinishRow[]): void {
-    const ids = rows.filter((r) => r.status !== 'PENDING').map((r) => r.id);
-    if (ids.length === 0) return;
-    const sent = this.db
-      .run(TaskDoneNotify, { channel: channels.taskDone(this.db.schema), ids })
-      .then(
-        () => undefined,
-        (error: unknown) => this.hooks.onNotifyFailed(error),
-      )
-      .finally(() => this.notifying.delete(sent));
-    this.notifying.add(sent);
   }
 
   /** Resolves when every queued finish is written (and its notifications sent). */
@@ -82,7 +66,7 @@ export class Completer {
     if (this.flushing || this.buffer.length > 0) {
       await new Promise<void>((resolve) => this.idleWaiters.push(resolve));
     }
-    await Promise.all([...this.notifying]);
+    await this.notices.drain();
   }
 
   /** Stops retrying writes after the current one (the tasks stay RUNNING for the reaper). Idempotent. */

@@ -9,6 +9,7 @@ import { TaskClaim, TaskClaimAndStart, inClaimOrder } from '../db/tasks.js';
 import type { ClaimAndStartRow, ClaimedTaskRow, WorkerIdentity } from '../db/tasks.js';
 import type { CapGuard } from './CapGuard.js';
 import type { StartedWithClaim } from './Dispatcher.js';
+import type { DoneNotices } from './DoneNotices.js';
 import type { FlowGuard } from './FlowGuard.js';
 
 /** Settings of a {@link Producer}. */
@@ -62,6 +63,8 @@ export class Producer {
     private readonly hooks: ProducerHooks,
     private readonly caps: CapGuard,
     private readonly flow: FlowGuard | null = null,
+    /** task_done notifications a plain claim carries (only when its commit does not wait for the WAL flush). */
+    private readonly notices: DoneNotices | null = null,
   ) {}
 
   /**
@@ -106,14 +109,21 @@ export class Producer {
     taskNames: string[],
     wanted: number,
   ): Promise<{ rows: ClaimedTaskRow[]; started: StartedWithClaim | undefined }> {
-    return this.startingClaim(queue, wanted, (start) =>
-      this.db.run(TaskClaimAndStart, {
-        ...this.claimParams(queue, taskNames),
-        limit: wanted,
-        start,
-        waitForFlush: this.options.synchronousStarts,
-      }),
-    );
+    return this.startingClaim(queue, wanted, async (start) => {
+      const notify = this.options.synchronousStarts ? undefined : this.notices?.take();
+      try {
+        return await this.db.run(TaskClaimAndStart, {
+          ...this.claimParams(queue, taskNames),
+          limit: wanted,
+          start,
+          waitForFlush: this.options.synchronousStarts,
+          notify,
+        });
+      } catch (error) {
+        if (notify) this.notices?.giveBack(notify);
+        throw error;
+      }
+    });
   }
 
   // A claim that starts up to the slots reserved for it: the rows it wrote RUNNING are launched at once; a failed

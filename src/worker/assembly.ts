@@ -20,6 +20,7 @@ import { Completer } from './Completer.js';
 import type { CompleterResult } from './Completer.js';
 import type { ResolvedWorkerConfig } from './config.js';
 import { Dispatcher } from './Dispatcher.js';
+import { DoneNotices } from './DoneNotices.js';
 import { Executor } from './Executor.js';
 import { FlowGuard } from './FlowGuard.js';
 import { Heartbeater } from './Heartbeater.js';
@@ -154,6 +155,14 @@ export function assemble(
   // Parts that call each other are reached through these bindings, set below in dependency order.
   let dispatcher: Dispatcher;
   let completer: Completer;
+  // Held for the next claim for at most 1 ms: a busy worker claims again well within that after most finishes.
+  const notices = new DoneNotices(db, 1, {
+    onFailed: (error) =>
+      sink.fail(
+        'sending task_done notifications failed; result waiters find the outcomes at their poll',
+        error,
+      ),
+  });
   const producer = new Producer(
     db,
     {
@@ -190,6 +199,7 @@ export function assemble(
     },
     caps,
     flow,
+    notices,
   );
   const transactions = new TransactionalFinish(db, logger, {
     workerId: identity.workerId,
@@ -260,15 +270,15 @@ export function assemble(
     { onReleased: () => producer.wake(false), onError: (what, error) => sink.fail(what, error) },
     flow,
   );
-  completer = new Completer(db, cfg.completionBatchSize, {
-    onSettled: (result, finishes) => sink.onSettled(result, finishes),
-    onError: (error) => sink.fail('writing task outcomes failed', error),
-    onNotifyFailed: (error) =>
-      sink.fail(
-        'sending task_done notifications failed; result waiters find the outcomes at their poll',
-        error,
-      ),
-  });
+  completer = new Completer(
+    db,
+    cfg.completionBatchSize,
+    {
+      onSettled: (result, finishes) => sink.onSettled(result, finishes),
+      onError: (error) => sink.fail('writing task outcomes failed', error),
+    },
+    notices,
+  );
   const heartbeater = new Heartbeater(
     db,
     {

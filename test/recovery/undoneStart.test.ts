@@ -33,7 +33,7 @@ afterAll(() => worker.stop());
 
 it('a task the same worker claims again after its start was undone runs once, under the new claim', async () => {
   const handle = await held.send({ n: 7 });
-  await eventually(() => runs.get(handle.id) === 1);
+  await eventually(async () => runs.get(handle.id) === 1);
   const [before] = await t.query<{ claim_generation: number; attempt: number }>(
     'SELECT claim_generation, attempt FROM {{schema}}.horsies_tasks WHERE id = $1',
     [handle.id],

@@ -1,13 +1,15 @@
 /**
- * The task_done notifications: a worker's completer sends them after its finish commits, in a statement of their
- * own, so that finishes do not commit one at a time behind the lock PostgreSQL holds for transactions that
- * notify; every other path that ends a task notifies from the update trigger, in its own transaction.
+ * The task_done notifications: a worker's completer sends them after its finish commits, carried by the worker's
+ * next claim or in a statement of their own, so that finishes do not commit one at a time behind the lock
+ * PostgreSQL holds for transactions that notify; every other path that ends a task notifies from the update
+ * trigger, in its own transaction.
  */
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { channels } from '../../src/db/Listener.js';
 import { TaskClaimAndStart, TaskFinishMany } from '../../src/db/tasks.js';
 import type { TaskFinish } from '../../src/db/tasks.js';
+import { DoneNotices } from '../../src/worker/DoneNotices.js';
 import { createWorker } from '../../src/worker/Worker.js';
 import { useTestSchema } from '../support/db.js';
 import { listenTo } from '../support/notifications.js';
@@ -73,6 +75,48 @@ describe('task_done', () => {
       await app.cancel(c.id);
       await listening.settled();
       expect(idsOf(listening.received)).toEqual([b!.id, c.id]);
+    } finally {
+      await listening.end();
+    }
+  });
+
+  it('ride on a claim (also one that finds nothing), or go alone when no claim takes them in time', async () => {
+    const app = t.app();
+    const channel = channels.taskDone(t.schema);
+    const failures: unknown[] = [];
+    const notices = new DoneNotices(app.db, 1, { onFailed: (error) => failures.push(error) });
+    const claim = (notify: { channel: string; ids: string[] } | undefined, limit = 5) =>
+      app.db.run(TaskClaimAndStart, {
+        queue: 'default',
+        taskNames: ['done.none'],
+        limit,
+        start: 5,
+        waitForFlush: false,
+        leaseMs: 30_000,
+        worker: { workerId: 'w-carry', hostname: 'h', pid: 1, processName: 'p' },
+        notify,
+      });
+    const listening = await listenTo([channel]);
+    try {
+      // Taken by a claim: delivered at its commit, though it claimed nothing.
+      notices.add(['carried-1', 'carried-2']);
+      expect(await claim(notices.take())).toEqual([]);
+      await listening.settled();
+      expect(idsOf(listening.received)).toEqual(['carried-1', 'carried-2']);
+      // Left alone: sent in a statement of its own, a millisecond later.
+      notices.add(['alone-1']);
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      await listening.settled();
+      expect(idsOf(listening.received)).toEqual(['carried-1', 'carried-2', 'alone-1']);
+      // Taken by a claim that failed: given back and sent at once.
+      notices.add(['back-1']);
+      const taken = notices.take()!;
+      await expect(claim(taken, -1)).rejects.toThrow(/LIMIT must not be negative/);
+      notices.giveBack(taken);
+      await notices.drain();
+      await listening.settled();
+      expect(idsOf(listening.received)).toEqual(['carried-1', 'carried-2', 'alone-1', 'back-1']);
+      expect(failures).toEqual([]);
     } finally {
       await listening.end();
     }
