@@ -109,6 +109,7 @@ function makeApp() {
 describe('poison and hand-written rows', () => {
   it('refuses at the database what the table constraints forbid', async () => {
     const violations: string[] = [];
+    const constraints: string[] = [];
     for (const columns of [
       { task_name: 'poison.echo', priority: 0 },
       { task_name: 'poison.echo', priority: 101 },
@@ -144,16 +145,28 @@ describe('poison and hand-written rows', () => {
     ] as Omit<HandRow, 'id'>[]) {
       const error = await insertRow(columns).then(
         () => null,
-        (e: { code?: string }) => e,
+        (e: { code?: string; constraint?: string }) => e,
       );
       expect(error, JSON.stringify(columns)).not.toBeNull();
       violations.push(error!.code!);
+      if (error!.code === '23514') constraints.push(error!.constraint ?? '');
     }
     // 23514 check_violation, 23502 not_null_violation, 22P02 invalid_text_representation.
     expect(violations).toEqual([
       ...['23514', '23514', '23514', '23514', '23514', '23514', '23514', '23502', '22P02', '22P02'],
       ...['23514', '23514', '23514'],
       ...['23514', '23514', '23514', '23514', '23514', '23514', '23514', '23514'],
+    ]);
+    // Each refusal names the rule the row broke (one function checks them all since migration 18).
+    expect(constraints).toEqual([
+      ...['horsies_tasks_priority_check', 'horsies_tasks_priority_check', 'horsies_tasks_args_check'],
+      ...['horsies_tasks_status_check', 'horsies_tasks_counts_check', 'horsies_tasks_claimed_check'],
+      'horsies_tasks_finished_check',
+      ...Array.from({ length: 3 }, () => 'horsies_tasks_counter_bounds_check'),
+      ...Array.from({ length: 5 }, () => 'horsies_tasks_finite_times_check'),
+      // progress_at without progress_attempt breaks this rule first.
+      'horsies_tasks_progress_check',
+      ...Array.from({ length: 2 }, () => 'horsies_tasks_finite_times_check'),
     ]);
   });
 
