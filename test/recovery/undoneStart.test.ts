@@ -39,6 +39,19 @@ it('a task the same worker claims again after its start was undone runs once, un
     [handle.id],
   );
 
+  // Every start this worker launches is announced (synchronously, as the claim's rows are taken in).
+  const starts: string[] = [];
+  const onStarted = (id: string) => starts.push(id);
+  worker.on('task:started', onStarted);
+  const reclaimed = new Promise<void>((resolve) => {
+    const onClaimed = (ids: string[]) => {
+      if (!ids.includes(handle.id)) return;
+      worker.off('task:claimed', onClaimed);
+      resolve();
+    };
+    worker.on('task:claimed', onClaimed);
+  });
+
   // What the crash leaves: the row as it was before the claim that started it.
   await t.query(
     `UPDATE {{schema}}.horsies_tasks
@@ -47,21 +60,17 @@ it('a task the same worker claims again after its start was undone runs once, un
      WHERE id = $1`,
     [handle.id],
   );
-  // The worker's next poll claims it again, with the same generation as before.
-  await eventually(async () => {
-    const [row] = await t.query<{ status: string }>(
-      'SELECT status FROM {{schema}}.horsies_tasks WHERE id = $1',
-      [handle.id],
-    );
-    return row?.status === 'RUNNING';
-  });
-  const [again] = await t.query<{ claim_generation: number; attempt: number }>(
-    'SELECT claim_generation, attempt FROM {{schema}}.horsies_tasks WHERE id = $1',
+  // The worker's next poll claims it again, with the same generation as before, and starts it in that claim.
+  await reclaimed;
+  await new Promise((resolve) => setImmediate(resolve));
+  worker.off('task:started', onStarted);
+  const [again] = await t.query<{ status: string; claim_generation: number; attempt: number }>(
+    'SELECT status, claim_generation, attempt FROM {{schema}}.horsies_tasks WHERE id = $1',
     [handle.id],
   );
-  expect(again).toEqual(before);
-  // Several polls later, still the one run.
-  await new Promise((resolve) => setTimeout(resolve, 300));
+  expect(again).toEqual({ status: 'RUNNING', ...before });
+  // Not launched a second time: the run already going carries on under the new claim.
+  expect(starts).toEqual([]);
   expect(runs.get(handle.id)).toBe(1);
 
   open();

@@ -11,7 +11,7 @@ import { TaskClaimAndStart, TaskFinishMany } from '../../src/db/tasks.js';
 import type { TaskFinish } from '../../src/db/tasks.js';
 import { DoneNotices } from '../../src/worker/DoneNotices.js';
 import { createWorker } from '../../src/worker/Worker.js';
-import { useTestSchema } from '../support/db.js';
+import { eventually, useTestSchema } from '../support/db.js';
 import { listenTo } from '../support/notifications.js';
 
 const t = await useTestSchema();
@@ -103,10 +103,9 @@ describe('task_done', () => {
       expect(await claim(notices.take())).toEqual([]);
       await listening.settled();
       expect(idsOf(listening.received)).toEqual(['carried-1', 'carried-2']);
-      // Left alone: sent in a statement of its own, a millisecond later.
+      // Left alone: sent in a statement of its own, a millisecond later, with nothing else asking for it.
       notices.add(['alone-1']);
-      await new Promise((resolve) => setTimeout(resolve, 100));
-      await listening.settled();
+      await eventually(async () => idsOf(listening.received).includes('alone-1'));
       expect(idsOf(listening.received)).toEqual(['carried-1', 'carried-2', 'alone-1']);
       // Taken by a claim that failed: given back and sent at once.
       notices.add(['back-1']);

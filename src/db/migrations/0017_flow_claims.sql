@@ -180,8 +180,7 @@ DECLARE
   wanted integer := p_limit;
   limited boolean := cardinality(p_keys) > 0;
   starts integer := GREATEST(p_start, 0);
-  ran integer := 0;
-  claimed record;
+  claimed_count integer;
   cursor_key varchar;
   probe varchar;
   next_key varchar;
@@ -210,22 +209,13 @@ BEGIN
 
   IF p_group_limit IS NULL THEN
     -- Rate limits alone: the plain claim, which starts the first `starts`.
-    FOR claimed IN SELECT * FROM {{schema}}.horsies_claim_and_start(
-        p_queue, p_task_names, wanted, p_lease_ms, p_worker_id, p_hostname, p_pid, p_process_name, starts,
-        p_wait_for_flush) c LOOP
-      IF claimed.status = 'RUNNING' THEN
-        ran := ran + 1;
-      END IF;
-      id := claimed.id; task_name := claimed.task_name; queue_name := claimed.queue_name;
-      priority := claimed.priority; kwargs := claimed.kwargs; claim_generation := claimed.claim_generation;
-      retry_count := claimed.retry_count; max_retries := claimed.max_retries; attempt := claimed.attempt;
-      enqueued_at := claimed.enqueued_at; workflow_id := claimed.workflow_id;
-      workflow_node := claimed.workflow_node; workflow_node_id := claimed.workflow_node_id;
-      trace_context := claimed.trace_context; status := claimed.status; started_at := claimed.started_at;
-      RETURN NEXT;
-    END LOOP;
+    RETURN QUERY SELECT * FROM {{schema}}.horsies_claim_and_start(
+      p_queue, p_task_names, wanted, p_lease_ms, p_worker_id, p_hostname, p_pid, p_process_name, starts,
+      p_wait_for_flush);
     IF limited THEN
-      PERFORM {{schema}}.horsies_rate_record(p_keys, p_interval_ms, now(), ran);
+      -- Every task it returns it locked and wrote, the first `starts` of them RUNNING.
+      GET DIAGNOSTICS claimed_count = ROW_COUNT;
+      PERFORM {{schema}}.horsies_rate_record(p_keys, p_interval_ms, now(), LEAST(starts, claimed_count));
     END IF;
     RETURN;
   END IF;
