@@ -198,7 +198,7 @@ export class Executor {
       return;
     }
     const span = this.options.tracer?.startRun(task, attempt) ?? null;
-    const controller = new AbortController();
+    const abort = new LazyAbort();
     let stopped: (reason: StopReason) => void = () => undefined;
     const stop = new Promise<StopReason>((resolve) => (stopped = resolve));
     let stopReason: StopReason | null = null;
@@ -226,7 +226,7 @@ export class Executor {
       const launch = (): Promise<Outcome> =>
         onThread
           ? this.executeOnThread(task, attempt, startTimer)
-          : this.execute(definition, task, attempt, controller.signal, transactional);
+          : this.execute(definition, task, attempt, abort, transactional);
       // Within the run's span, so the handler's own spans and sends are its children.
       const execution = span ? span.within(launch) : launch();
       const first = await Promise.race([execution, stop]);
@@ -234,7 +234,7 @@ export class Executor {
       if (typeof first !== 'string') {
         outcome = first;
       } else {
-        controller.abort(new Error(`task stopped: ${first}`));
+        abort.abort(new Error(`task stopped: ${first}`));
         if (onThread) this.pool?.abort(task.id);
         const settled = await settlesWithin(execution, this.options.abortGraceMs);
         if (!settled) {
@@ -319,7 +319,7 @@ export class Executor {
     definition: TaskDefinition<StandardSchemaV1, unknown>,
     task: ClaimedTaskRow,
     attempt: number,
-    signal: AbortSignal,
+    abort: LazyAbort,
     transactional: { run: TransactionalRun | null },
   ): Promise<Outcome> {
     const logger = this.logger;
@@ -332,14 +332,16 @@ export class Executor {
       attempt,
       retryCount: task.retry_count,
       workflow: workflowOf(task),
-      signal,
+      get signal() {
+        return abort.signal;
+      },
       get logger() {
         return (taskLogger ??= logger.child({ taskId: task.id, task: task.task_name, attempt }));
       },
       progress: (value) => this.reportProgress(task, toCanonicalJson(value, 'progress')),
       transaction: (fn, options) =>
         transactions
-          ? (transactional.run ??= transactions.forRun(task, signal)).run(fn, options)
+          ? (transactional.run ??= transactions.forRun(task, abort.signal)).run(fn, options)
           : refuseTransaction(task.id, definition.policies.blocking),
     };
     return runHandler(definition, task.kwargs, ctx, this.options.appErrorCodes);
@@ -416,6 +418,29 @@ export class Executor {
     return decision.retry
       ? { ...failure, status: 'RETRY', retryDelayMs: decision.delayMs }
       : { ...failure, status: 'FAILED' };
+  }
+}
+
+/**
+ * A run's AbortSignal, made when first read: most handlers never read theirs, and an AbortController per run was
+ * one of the larger costs of a no-op run. Aborted before it was read, the signal comes out aborted.
+ */
+class LazyAbort {
+  private controller: AbortController | null = null;
+  private reason: Error | null = null;
+
+  get signal(): AbortSignal {
+    if (!this.controller) {
+      this.controller = new AbortController();
+      if (this.reason) this.controller.abort(this.reason);
+    }
+    return this.controller.signal;
+  }
+
+  abort(reason: Error): void {
+    if (this.reason) return;
+    this.reason = reason;
+    this.controller?.abort(reason);
   }
 }
 

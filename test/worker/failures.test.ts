@@ -212,6 +212,30 @@ describe('timeouts', () => {
     await worker.stop();
   });
 
+  it('gives a handler that reads its signal only after the timeout an aborted signal with the reason', async () => {
+    const app = t.app();
+    let late: { aborted: boolean; reason: unknown } | null = null;
+    const readsLate = app.task({
+      name: 'failures.late_signal',
+      input: z.object({}),
+      timeoutMs: 100,
+      handler: async (_input, ctx) => {
+        // The signal is first read here, after the run was stopped.
+        await new Promise((resolve) => setTimeout(resolve, 300));
+        late = { aborted: ctx.signal.aborted, reason: ctx.signal.reason };
+        return 'too late';
+      },
+    });
+    const worker = createWorker(app, { abortGraceMs: 1_000 });
+    await worker.start();
+    const handle = await readsLate.send({});
+    const result = await handle.result({ timeoutMs: 10_000 });
+    expect(result.ok ? null : result.error.code).toBe('TASK_TIMEOUT');
+    expect(late).toMatchObject({ aborted: true });
+    expect(String((late as { reason: unknown } | null)?.reason)).toContain('task stopped: timeout');
+    await worker.stop();
+  });
+
   it('finishes a handler that ignores the signal after the grace period, and frees its slot', async () => {
     const lines: string[] = [];
     const logger = pino({ level: 'warn' }, { write: (line: string) => lines.push(line) });
