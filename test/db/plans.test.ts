@@ -1,0 +1,119 @@
+/**
+ * The claim, the start and the finish reach tasks through an index whatever the table looked like when a
+ * connection planned them: a worker that starts on an empty table (a new deployment) must not keep reading the
+ * whole table once it holds thousands of rows. The plans are read with auto_explain, which logs the plan each
+ * statement inside these functions actually ran with (the one the connection cached).
+ */
+import type pg from 'pg';
+import { afterAll, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { useTestSchema } from '../support/db.js';
+
+const t = await useTestSchema();
+
+/** The plans auto_explain reports for what `run` executes on `client`, one string per statement. */
+async function plansOf(client: pg.PoolClient, run: () => Promise<unknown>): Promise<string[]> {
+  const plans: string[] = [];
+  const onNotice = (notice: { message?: string }): void => {
+    if (notice.message?.includes('plan:')) plans.push(notice.message);
+  };
+  client.on('notice', onNotice);
+  await client.query(
+    `SET auto_explain.log_min_duration = 0; SET auto_explain.log_nested_statements = on;
+     SET auto_explain.log_level = notice`,
+  );
+  try {
+    await run();
+  } finally {
+    await client.query('SET auto_explain.log_min_duration = -1');
+    client.off('notice', onNotice);
+  }
+  return plans;
+}
+
+describe('plans of the hot path', () => {
+  const clients: pg.PoolClient[] = [];
+  afterAll(() => clients.forEach((c) => c.release()));
+
+  it('keep index lookups after the table grows from empty, without an ANALYZE in between', async () => {
+    const app = t.app();
+    const noop = app.task({ name: 'plans.noop', input: z.object({ i: z.number() }), handler: () => null });
+    const client = await t.pool.connect();
+    clients.push(client);
+    await client.query(`LOAD 'auto_explain'`);
+    const s = `"${t.schema}"`;
+    const claim = (limit: number, start: number) =>
+      client.query<{ id: string; claim_generation: number; status: string }>(
+        `SELECT * FROM ${s}.horsies_claim_and_start('default', ARRAY['plans.noop'], $1, 60000, 'plans-worker',
+           'host', 1, 'proc', $2, true)`,
+        [limit, start],
+      );
+    const finish = (ids: string[], generations: number[]) =>
+      client.query(
+        `SELECT * FROM ${s}.horsies_finish_tasks($1::text[], $2::text[], $3::int[], $4::text[], $5::jsonb[],
+           $6::text[], $7::text[], $8::text[], $9::int[], $10::bool[], false, false)`,
+        [
+          ids,
+          ids.map(() => 'plans-worker'),
+          generations,
+          ids.map(() => 'COMPLETED'),
+          ids.map(() => '{"ok":null}'),
+          ids.map(() => null),
+          ids.map(() => null),
+          ids.map(() => null),
+          ids.map(() => 0),
+          ids.map(() => false),
+        ],
+      );
+    const start = (ids: string[], generations: number[]) =>
+      client.query(
+        `SELECT * FROM ${s}.horsies_start_tasks('plans-worker', $1::text[], $2::text[], true, '{}')`,
+        [ids, ids.map((id, i) => `${id}:${generations[i]}`)],
+      );
+
+    // Planned on the empty table: each function runs a few times so that its plans are cached.
+    for (let i = 0; i < 6; i++) {
+      await claim(1, 1);
+      await finish(['none'], [1]);
+      await start(['none'], [1]);
+    }
+
+    await noop.sendMany(Array.from({ length: 20_000 }, (_, i) => ({ input: { i } })));
+    const [analyzed] = await t.query<{ n: string }>(
+      `SELECT coalesce(analyze_count + autoanalyze_count, 0) AS n FROM pg_stat_user_tables
+       WHERE relid = '{{schema}}.horsies_tasks'::regclass`,
+    );
+    const plans = await plansOf(client, async () => {
+      const running = (await claim(1, 1)).rows;
+      expect(running.map((r) => r.status)).toEqual(['RUNNING']);
+      const claimed = (await claim(1, 0)).rows;
+      expect(claimed.map((r) => r.status)).toEqual(['CLAIMED']);
+      const started = await start(
+        claimed.map((r) => r.id),
+        claimed.map((r) => r.claim_generation),
+      );
+      expect(started.rows).toHaveLength(1);
+      const both = [...running, ...claimed];
+      const finished = await finish(
+        both.map((r) => r.id),
+        both.map((r) => r.claim_generation),
+      );
+      expect(finished.rows).toHaveLength(2);
+    });
+    expect(plans.some((p) => p.includes('horsies_tasks_claim_idx'))).toBe(true);
+    expect(plans.some((p) => p.includes('horsies_tasks_pkey'))).toBe(true);
+    const fullReads = plans.filter((p) => /Seq Scan on horsies_tasks|Hash Join/.test(p));
+    // Meaningful only if nothing analyzed the table meanwhile (that would have replanned every statement).
+    const [after] = await t.query<{ n: string }>(
+      `SELECT coalesce(analyze_count + autoanalyze_count, 0) AS n FROM pg_stat_user_tables
+       WHERE relid = '{{schema}}.horsies_tasks'::regclass`,
+    );
+    expect(after?.n).toBe(analyzed?.n);
+    expect(fullReads).toEqual([]);
+    const [counts] = await t.query<{ completed: string; attempts: string }>(
+      `SELECT (SELECT count(*) FROM {{schema}}.horsies_tasks WHERE status = 'COMPLETED') AS completed,
+              (SELECT count(*) FROM {{schema}}.horsies_task_attempts) AS attempts`,
+    );
+    expect(counts).toEqual({ completed: '2', attempts: '2' });
+  });
+});
