@@ -71,6 +71,9 @@ describe('plans of the hot path', () => {
         [ids, ids.map((id, i) => `${id}:${generations[i]}`)],
       );
 
+    // No ANALYZE may replan them later (autovacuum would, after the rows added below); set before the plans are
+    // made, since changing a table's settings makes its plans be made again.
+    await t.query(`ALTER TABLE {{schema}}.horsies_tasks SET (autovacuum_enabled = false)`);
     // Planned on the empty table: each function runs a few times so that its plans are cached.
     for (let i = 0; i < 6; i++) {
       await claim(1, 1);
@@ -79,10 +82,6 @@ describe('plans of the hot path', () => {
     }
 
     await noop.sendMany(Array.from({ length: 20_000 }, (_, i) => ({ input: { i } })));
-    const [analyzed] = await t.query<{ n: string }>(
-      `SELECT coalesce(analyze_count + autoanalyze_count, 0) AS n FROM pg_stat_user_tables
-       WHERE relid = '{{schema}}.horsies_tasks'::regclass`,
-    );
     const plans = await plansOf(client, async () => {
       const running = (await claim(1, 1)).rows;
       expect(running.map((r) => r.status)).toEqual(['RUNNING']);
@@ -102,14 +101,7 @@ describe('plans of the hot path', () => {
     });
     expect(plans.some((p) => p.includes('horsies_tasks_claim_idx'))).toBe(true);
     expect(plans.some((p) => p.includes('horsies_tasks_pkey'))).toBe(true);
-    const fullReads = plans.filter((p) => /Seq Scan on horsies_tasks|Hash Join/.test(p));
-    // Meaningful only if nothing analyzed the table meanwhile (that would have replanned every statement).
-    const [after] = await t.query<{ n: string }>(
-      `SELECT coalesce(analyze_count + autoanalyze_count, 0) AS n FROM pg_stat_user_tables
-       WHERE relid = '{{schema}}.horsies_tasks'::regclass`,
-    );
-    expect(after?.n).toBe(analyzed?.n);
-    expect(fullReads).toEqual([]);
+    expect(plans.filter((p) => /Seq Scan on horsies_tasks|Hash Join/.test(p))).toEqual([]);
     const [counts] = await t.query<{ completed: string; attempts: string }>(
       `SELECT (SELECT count(*) FROM {{schema}}.horsies_tasks WHERE status = 'COMPLETED') AS completed,
               (SELECT count(*) FROM {{schema}}.horsies_task_attempts) AS attempts`,

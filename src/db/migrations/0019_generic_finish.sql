@@ -6,8 +6,8 @@
 -- outcome it always did: a finish of one task was planned at every call, 1.5 ms of planning (the statement updates
 -- a table with seventeen indexes, most of them partial) for 0.7 ms of execution, on every worker that is not busy
 -- enough to batch its outcomes. horsies_finish_tasks runs the same statement with plan_cache_mode set to
--- force_generic_plan for its own duration: one plan per connection, good for every batch size (one primary-key
--- lookup per input row, as the statement's comments demand).
+-- force_generic_plan for its own duration: one plan per connection, for every batch size. (A plan made while the
+-- table was nearly empty read the whole table; migration 20 keeps it to index lookups.)
 --
 -- The triggers' WHEN conditions called functions since migration 18 (the conditions written out were prepared
 -- again for every statement). A function called with OLD and NEW builds both rows as composite values for every
