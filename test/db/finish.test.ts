@@ -1,8 +1,8 @@
 /**
- * The batch finish (`horsies_finish_tasks`) writes a batch without a retry in it straight away, with no lock taken
- * before the update (migration 21), and decides a batch with a retry under row locks. Both must leave the same
- * task row and attempt row for the same outcome, and the unlocked update must still respect the fences when
- * another transaction changes the task while the finish waits for its row.
+ * The batch finish (`horsies_finish_tasks`): each outcome is written the same whatever else its batch holds (a
+ * batch with a retry in it decides the retry on the latest row), the fences hold, and a finish that meets a
+ * concurrent change of its task (a cancel request, a requeue) waits for it and checks the fences on what was
+ * committed.
  */
 import type pg from 'pg';
 import { describe, expect, it } from 'vitest';
@@ -157,7 +157,7 @@ const RETRY: Outcome = {
 
 describe('the batch finish', () => {
   it('writes every outcome the same with or without a retry in its batch', async () => {
-    // One batch without a retry: the unlocked update.
+    // One batch without a retry.
     const alone = await running(OUTCOMES.map((o) => o.definition));
     const reported = await finish(alone.map((task, i) => ({ task, outcome: OUTCOMES[i]!.outcome })));
     expect(reported).toHaveLength(OUTCOMES.length);
@@ -165,7 +165,7 @@ describe('the batch finish', () => {
     for (const task of alone) writtenAlone.push(await written(task.id));
 
     for (const [i, { name, definition, outcome }] of OUTCOMES.entries()) {
-      // The same outcome beside a retry: the locked statement.
+      // The same outcome beside a retry.
       const [task, other] = await running([definition, kept]);
       const beside = await finish([
         { task: task!, outcome },
