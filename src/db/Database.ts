@@ -292,7 +292,8 @@ export function checkDatabaseUrl(url: string): void {
   // Several hosts (host1,host2) are pg's extension, not a WHATWG URL; the rest must parse as one.
   const hosts = /^[^:]+:\/\/(?:[^@/]*@)?([^/?#]*)/.exec(url)?.[1] ?? '';
   if (hosts.includes(',')) return;
-  for (const candidate of [url, encodeURI(url).replace(/%25(\d\d)/g, '%$1')]) {
+  const parsable = withStandInHost(url);
+  for (const candidate of [parsable, encodeURI(parsable).replace(/%25(\d\d)/g, '%$1')]) {
     try {
       new URL(candidate); // an empty host is libpq's default socket: fine
       return;
@@ -306,11 +307,23 @@ export function checkDatabaseUrl(url: string): void {
   );
 }
 
+/**
+ * libpq's form for a user on the default socket, or on the socket given as `?host=`, has a user and no host
+ * (`postgres://app@/app?host=/run/postgresql`), which pg reads but a WHATWG URL refuses: parsed with a stand-in
+ * host, which the caller then ignores.
+ */
+function withStandInHost(url: string): string {
+  return url.replace(/^([^:]+:\/\/[^@/?#]*@)(?=[/?#]|$)/, `$1${STAND_IN_HOST}`);
+}
+
+const STAND_IN_HOST = 'stand-in.invalid';
+
 function parseTarget(url: string): { host?: string; port?: string | number; database?: string } {
   try {
-    const parsed = new URL(url);
+    const parsed = new URL(withStandInHost(url));
+    const hostname = parsed.hostname === STAND_IN_HOST ? '' : decodeURIComponent(parsed.hostname);
     return {
-      host: parsed.hostname || parsed.searchParams.get('host') || undefined,
+      host: parsed.searchParams.get('host') || hostname || undefined,
       port: parsed.port || undefined,
       database: decodeURIComponent(parsed.pathname.slice(1)) || undefined,
     };

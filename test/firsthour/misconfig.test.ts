@@ -5,7 +5,7 @@
  */
 import { createServer, connect } from 'node:net';
 import type { Server, Socket } from 'node:net';
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import pg from 'pg';
 import { afterAll, describe, expect, it, vi } from 'vitest';
 import { z } from 'zod';
@@ -113,6 +113,44 @@ describe('an unparsable database URL', () => {
     const run = await runCli(['migrate', '--database-url', 'postgres://app:s3cret-pw@db:99x/app']);
     expectOurWords(run, 'cannot parse the database URL "postgres://app:****@db:99x/app"');
     expect(run.stderr).not.toContain('s3cret-pw');
+  });
+});
+
+describe('a Unix-socket connection string', () => {
+  it('is taken in the forms libpq and pg read, and the messages name the socket', async () => {
+    const forms = {
+      'postgres://app@/app?host=/run/postgresql': '/run/postgresql:5432/app',
+      'postgres://app:pw@%2Frun%2Fpostgresql:5433/app': '/run/postgresql:5433/app',
+      'postgresql:///app?host=/run/postgresql': '/run/postgresql:5432/app',
+    };
+    for (const [url, target] of Object.entries(forms)) {
+      const app = createApp({ databaseUrl: url, logger: testLogger });
+      expect(app.db.target, url).toBe(target);
+      await app.close();
+    }
+  });
+
+  it("connects through the test server's socket, with a user and no host", async (ctx) => {
+    const [setting] = (
+      await admin.query<{ dirs: string }>(`SELECT current_setting('unix_socket_directories') AS dirs`)
+    ).rows;
+    const dir = setting!.dirs.split(',')[0]!.trim();
+    const server = new URL(databaseUrl());
+    const port = server.port || '5432';
+    // A server elsewhere (DATABASE_URL) has no socket on this machine.
+    if (!dir || !existsSync(`${dir}/.s.PGSQL.${port}`)) ctx.skip();
+    const credentials = server.password ? `${server.username}:${server.password}` : server.username;
+    const url = `postgres://${credentials}@${server.pathname}?host=${encodeURIComponent(dir)}&port=${port}`;
+    const app = createApp({ databaseUrl: url, schema: schemaName(), logger: testLogger });
+    try {
+      await app.migrate();
+      const { rows } = await app.db.pool.query<{ socket: boolean }>(
+        'SELECT inet_server_addr() IS NULL AS socket',
+      );
+      expect(rows).toEqual([{ socket: true }]);
+    } finally {
+      await app.close();
+    }
   });
 });
 
