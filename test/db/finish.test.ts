@@ -271,17 +271,22 @@ describe('the batch finish', () => {
         { on: finisher, unlessCancelRequested: true },
       );
       await expect
-        .poll(async () => {
-          const waiting = await t.query<{ n: string }>(
-            `SELECT count(*) AS n FROM pg_stat_activity WHERE pid = $1 AND wait_event_type = 'Lock'`,
-            [(finisher as unknown as { processID: number }).processID],
-          );
-          return waiting[0]!.n;
-        })
+        .poll(
+          async () => {
+            const waiting = await t.query<{ n: string }>(
+              `SELECT count(*) AS n FROM pg_stat_activity WHERE pid = $1 AND wait_event_type = 'Lock'`,
+              [(finisher as unknown as { processID: number }).processID],
+            );
+            return waiting[0]!.n;
+          },
+          { timeout: 10_000 },
+        )
         .toBe('1');
       await other.query('COMMIT');
       expect((await pending).map((r) => r.id)).toEqual([untouched!.id]);
     } finally {
+      // Ends the other transaction if the test failed before it committed (a no-op after the commit).
+      await other.query('ROLLBACK').catch(() => undefined);
       other.release();
       finisher.release();
     }
