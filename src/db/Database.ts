@@ -307,6 +307,8 @@ export function checkDatabaseUrl(url: string): void {
   );
 }
 
+const STAND_IN_HOST = 'stand-in.invalid';
+
 /**
  * libpq's form for a user on the default socket, or on the socket given as `?host=`, has a user and no host
  * (`postgres://app@/app?host=/run/postgresql`), which pg reads but a WHATWG URL refuses: parsed with a stand-in
@@ -315,8 +317,6 @@ export function checkDatabaseUrl(url: string): void {
 function withStandInHost(url: string): string {
   return url.replace(/^([^:]+:\/\/[^@/?#]*@)(?=[/?#]|$)/, `$1${STAND_IN_HOST}`);
 }
-
-const STAND_IN_HOST = 'stand-in.invalid';
 
 function parseTarget(url: string): { host?: string; port?: string | number; database?: string } {
   try {

@@ -119,7 +119,7 @@ describe('plans of the hot path', () => {
         both.map((r) => r.claim_generation),
       );
       expect(finished.rows).toHaveLength(2);
-      // A batch with a retry in it is decided under row locks, by a statement of its own.
+      // A retry goes through the same statement: the task is back to PENDING, its attempt recorded.
       const retried = (await claim(1, 1)).rows;
       const requeued = await finish(
         retried.map((r) => r.id),
