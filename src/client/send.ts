@@ -8,7 +8,7 @@ import type { StandardSchemaV1 } from '@standard-schema/spec';
 import { v7 as uuidv7 } from 'uuid';
 import type { Database, Queryable } from '../db/Database.js';
 import { canCopyOn, copyShape, copyTasks } from '../db/taskCopy.js';
-import { TaskFindByIdsOrKeys, TaskInsertKeyed, TaskInsertMany } from '../db/tasks.js';
+import { TaskFindByIdsOrKeys, TaskInsertKeyed, TaskInsertMany, TaskInsertOne } from '../db/tasks.js';
 import type { TaskInsert } from '../db/tasks.js';
 import {
   InputValidationError,
@@ -413,6 +413,12 @@ async function insertUnkeyed(db: Database, tasks: TaskInsert[], tx?: Queryable):
   if (shape !== null && (tx === undefined || canCopyOn(tx))) {
     await copyTasks(db, tasks, shape, tx);
     return tasks.map((t) => t.id);
+  }
+  const [only] = tasks;
+  if (tasks.length === 1 && only!.enqueueSha === null) {
+    // A generated id and no key: nothing to resolve (the digest is set exactly when an id or key is given).
+    await db.run(TaskInsertOne, { task: only! }, tx);
+    return [only!.id];
   }
   checkRepeatsWithinCall(tasks);
   // A task named by id or key may turn out to mismatch a stored one, and then the call must store nothing: the

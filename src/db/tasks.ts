@@ -187,6 +187,37 @@ function insertJson(t: TaskInsert): string {
   );
 }
 
+/**
+ * Inserts one task that cannot repeat (a generated id, no idempotency key), the commonest send: its values as
+ * parameters, without {@link TaskInsertMany}'s JSON and conflict lookup, which cost the client and the server
+ * more than the insert itself for a single row.
+ */
+export const TaskInsertOne = statement<{ task: TaskInsert }, never>(
+  'TaskInsertOne',
+  `INSERT INTO {{schema}}.horsies_tasks
+     (id, task_name, queue_name, priority, kwargs, status, sent_at, enqueued_at, good_until, max_retries,
+      retention_ms, task_options, trace_context, group_key)
+   VALUES ($1, $2, $3, $4, $5::jsonb, 'PENDING', COALESCE($6::timestamptz, now()),
+           COALESCE($7::timestamptz, now() + $8::int * interval '1 millisecond'), $9::timestamptz, $10, $11,
+           $12::jsonb, $13::jsonb, $14)`,
+  ({ task: t }) => [
+    t.id,
+    t.taskName,
+    t.queueName,
+    t.priority,
+    t.kwargs,
+    t.sentAt ?? null,
+    t.runAt,
+    t.delayMs,
+    t.goodUntil,
+    t.maxRetries,
+    t.retentionMs,
+    t.taskOptions,
+    t.traceContext ? JSON.stringify(t.traceContext) : null,
+    t.groupKey ?? null,
+  ],
+);
+
 /** Finds the tasks holding these ids or idempotency keys (the re-check after a conflict with a concurrent send). */
 export const TaskFindByIdsOrKeys = statement<
   { ids: string[]; keys: string[] },
