@@ -414,11 +414,11 @@ async function insertUnkeyed(db: Database, tasks: TaskInsert[], tx?: Queryable):
     await copyTasks(db, tasks, shape, tx);
     return tasks.map((t) => t.id);
   }
-  const [only] = tasks;
-  if (tasks.length === 1 && only!.enqueueSha === null) {
+  const only = tasks.length === 1 ? (tasks[0] as TaskInsert) : null;
+  if (only !== null && only.enqueueSha === null) {
     // A generated id and no key: nothing to resolve (the digest is set exactly when an id or key is given).
-    await db.run(TaskInsertOne, { task: only! }, tx);
-    return [only!.id];
+    await db.run(TaskInsertOne, { task: only }, tx);
+    return [only.id];
   }
   checkRepeatsWithinCall(tasks);
   // A task named by id or key may turn out to mismatch a stored one, and then the call must store nothing: the
