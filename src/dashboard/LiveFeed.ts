@@ -10,8 +10,12 @@ import type { ServerResponse } from 'node:http';
 import type { Database } from '../db/Database.js';
 import { Listener, channels } from '../db/Listener.js';
 
-/** Why an event was sent. */
-export type ChangeReason = 'notify' | 'poll' | 'reconnect';
+/**
+ * Why an event was sent: a notification; the poll; `listen`, the feed's LISTEN connection is up (pages re-read
+ * what they show, since a change between their first read and that moment sent no notification they could hear);
+ * `reconnect`, the same after the connection was lost.
+ */
+export type ChangeReason = 'notify' | 'poll' | 'listen' | 'reconnect';
 
 /** The data of one `change` event. */
 export interface ChangeEvent {
@@ -120,7 +124,9 @@ export class LiveFeed extends EventEmitter<LiveFeedEvents> {
       listener.listen(channels.taskDone(this.db.schema)),
       listener.listen(channels.taskProgress(this.db.schema)),
     ]).then(() => {
-      if (this.listener === listener && listener.connected) this.emit('listening');
+      if (this.listener !== listener || !listener.connected) return;
+      this.schedule('listen');
+      this.emit('listening');
     });
     this.pollTimer = setInterval(() => this.send('poll'), this.pollMs);
     this.pollTimer.unref();

@@ -356,6 +356,17 @@ describe('live events', () => {
       async () => readOnly.dashboard.live.clientCount === 0 && !readOnly.dashboard.live.listening,
     );
   });
+
+  it('tells an open page to re-read once the feed listens: a change before that sent no notification it heard', async () => {
+    // Only the listen sends an event with this reason (the poll's say 'poll', a notification's 'notify').
+    expect(readOnly.dashboard.live.listening).toBe(false);
+    const stream = await openStream(`${readOnly.url}api/events`);
+    const event = await stream.next((e) => e.reason === 'listen');
+    expect(readOnly.dashboard.live.listening).toBe(true);
+    expect(event.finished).toEqual([]);
+    stream.close();
+    await eventually(async () => !readOnly.dashboard.live.listening);
+  });
 });
 
 interface ChangeData {
