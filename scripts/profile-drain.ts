@@ -4,8 +4,12 @@
  * tasks/s; the CPU time per task of the PostgreSQL processes (read from /proc, so only for a server on this Linux
  * machine) and of this process; and, per statement the worker sent, the calls, tasks per call and time per call
  * as the client saw it, beside the server's execution time and WAL records when `pg_stat_statements` is loaded.
+ * With CPU_PROFILE=<file>, this process's CPU profile of the drain alone (not the setup's sends) is written there
+ * (open it in Chrome's DevTools), and the functions with the most self time are printed.
  */
-import { readFileSync, readdirSync } from 'node:fs';
+import { readFileSync, readdirSync, writeFileSync } from 'node:fs';
+import { Session } from 'node:inspector/promises';
+import type { Profiler } from 'node:inspector';
 import { pino } from 'pino';
 import { z } from 'zod';
 import type { Statement } from '../src/db/Database.js';
@@ -16,6 +20,7 @@ const TASKS = Number(process.env.TASKS ?? 20_000);
 const CONCURRENCY = Number(process.env.CONCURRENCY ?? 10);
 const PREFETCH = Number(process.env.PREFETCH ?? 0);
 const SCHEMA = 'profile_drain';
+const CPU_PROFILE = process.env.CPU_PROFILE;
 
 /** CPU time (ms) of every process named `postgres`, with what their exited children used. */
 function postgresCpuMs(): number {
@@ -78,6 +83,12 @@ async function profile(databaseUrl: string): Promise<void> {
       if (finished >= TASKS) resolve();
     }),
   );
+  const session = CPU_PROFILE ? new Session() : null;
+  if (session) {
+    session.connect();
+    await session.post('Profiler.enable');
+    await session.post('Profiler.start');
+  }
   const pg0 = postgresCpuMs();
   const cpu0 = process.cpuUsage();
   const started = performance.now();
@@ -86,6 +97,8 @@ async function profile(databaseUrl: string): Promise<void> {
   const seconds = (performance.now() - started) / 1000;
   const pgUs = ((postgresCpuMs() - pg0) / TASKS) * 1000;
   const cpu = process.cpuUsage(cpu0);
+  const cpuProfile = session ? (await session.post('Profiler.stop')).profile : null;
+  session?.disconnect();
   await worker.stop();
 
   console.log(
@@ -98,6 +111,10 @@ async function profile(databaseUrl: string): Promise<void> {
       `${name.padEnd(20)} ${String(t.calls).padStart(5)}  ${(t.rows / t.calls).toFixed(1).padStart(10)}  ` +
         `${(t.ms / t.calls).toFixed(2).padStart(14)}`,
     );
+  }
+  if (cpuProfile && CPU_PROFILE) {
+    writeFileSync(CPU_PROFILE, JSON.stringify(cpuProfile));
+    printSelfTimes(cpuProfile);
   }
   if (statements) {
     const { rows } = await app.db.pool.query<{ calls: string; ms: string; wal: string; query: string }>(
@@ -113,6 +130,26 @@ async function profile(databaseUrl: string): Promise<void> {
   }
   await app.db.pool.query(`DROP SCHEMA ${SCHEMA} CASCADE`);
   await app.close();
+}
+
+/** The 25 functions with the most self time in a CPU profile, as shares of the busy (not idle) time. */
+function printSelfTimes(profile: Profiler.Profile): void {
+  const nodes = new Map(profile.nodes.map((n) => [n.id, n]));
+  const self = new Map<string, number>();
+  let busy = 0;
+  profile.samples?.forEach((id, i) => {
+    const frame = nodes.get(id)!.callFrame;
+    if (frame.functionName === '(idle)') return;
+    const us = profile.timeDeltas?.[i] ?? 0;
+    const where = frame.url ? ` ${frame.url.split('/').slice(-2).join('/')}:${frame.lineNumber + 1}` : '';
+    const key = `${frame.functionName || '(anonymous)'}${where}`;
+    self.set(key, (self.get(key) ?? 0) + us);
+    busy += us;
+  });
+  console.log(`\nthis process, self time of the drain's busy ${Math.round(busy / 1000)} ms (profile in ${CPU_PROFILE}):`);
+  for (const [key, us] of [...self].sort((a, b) => b[1] - a[1]).slice(0, 25)) {
+    console.log(`  ${((us / busy) * 100).toFixed(1).padStart(5)}%  ${key}`);
+  }
 }
 
 runScript(() => withDatabase(profile));
