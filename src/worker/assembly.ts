@@ -259,6 +259,7 @@ export function assemble(
     },
     pool,
     transactions,
+    notices,
   );
   dispatcher = new Dispatcher(
     db,

@@ -1,13 +1,13 @@
 /**
  * The task_done notifications: a worker's completer sends them after its finish commits, carried by the worker's
- * next claim or in a statement of their own, so that finishes do not commit one at a time behind the lock
+ * next claim or start or in a statement of their own, so that finishes do not commit one at a time behind the lock
  * PostgreSQL holds for transactions that notify; every other path that ends a task notifies from the update
  * trigger, in its own transaction.
  */
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { channels } from '../../src/db/Listener.js';
-import { TaskClaimAndStart, TaskFinishMany } from '../../src/db/tasks.js';
+import { TaskClaimAndStart, TaskFinishMany, TaskStartMany } from '../../src/db/tasks.js';
 import type { TaskFinish } from '../../src/db/tasks.js';
 import { DoneNotices } from '../../src/worker/DoneNotices.js';
 import { createWorker } from '../../src/worker/Worker.js';
@@ -28,6 +28,23 @@ describe('task_done', () => {
     try {
       const handles = await task.sendMany(Array.from({ length: 40 }, (_, i) => ({ input: { i } })));
       const worker = createWorker(app, { concurrency: 4 });
+      await worker.start();
+      await Promise.all(handles.map((h) => h.result({ timeoutMs: 20_000 })));
+      await worker.stop();
+      await listening.settled();
+      expect(idsOf(listening.received).sort()).toEqual(handles.map((h) => h.id).sort());
+    } finally {
+      await listening.end();
+    }
+  });
+
+  it('reaches listeners once per finished task from a prefetching worker, whose starts carry them', async () => {
+    const app = t.app();
+    const task = app.task({ name: 'done.prefetch', input: z.object({ i: z.number() }), handler: ({ i }) => i });
+    const listening = await listenTo([channels.taskDone(t.schema)]);
+    try {
+      const handles = await task.sendMany(Array.from({ length: 60 }, (_, i) => ({ input: { i } })));
+      const worker = createWorker(app, { concurrency: 2, prefetch: 30 });
       await worker.start();
       await Promise.all(handles.map((h) => h.result({ timeoutMs: 20_000 })));
       await worker.stop();
@@ -80,7 +97,7 @@ describe('task_done', () => {
     }
   });
 
-  it('ride on a claim (also one that finds nothing), or go alone when no claim takes them in time', async () => {
+  it('ride on a claim or start (also one that finds nothing), or go alone when none takes them in time', async () => {
     const app = t.app();
     const channel = channels.taskDone(t.schema);
     const failures: unknown[] = [];
@@ -115,6 +132,17 @@ describe('task_done', () => {
       await notices.drain();
       await listening.settled();
       expect(idsOf(listening.received)).toEqual(['carried-1', 'carried-2', 'alone-1', 'back-1']);
+      // Taken by a start, also one that starts nothing (a generation this worker does not hold).
+      notices.add(['started-1']);
+      const start = app.db.run(TaskStartMany, {
+        workerId: 'w-carry',
+        tasks: [{ id: 'no-such-task', generation: 1 }],
+        waitForFlush: false,
+        notify: notices.take(),
+      });
+      expect(await start).toEqual([]);
+      await listening.settled();
+      expect(idsOf(listening.received)).toEqual(['carried-1', 'carried-2', 'alone-1', 'back-1', 'started-1']);
       expect(failures).toEqual([]);
     } finally {
       await listening.end();
