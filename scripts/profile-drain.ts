@@ -146,7 +146,9 @@ function printSelfTimes(profile: Profiler.Profile): void {
     self.set(key, (self.get(key) ?? 0) + us);
     busy += us;
   });
-  console.log(`\nthis process, self time of the drain's busy ${Math.round(busy / 1000)} ms (profile in ${CPU_PROFILE}):`);
+  console.log(
+    `\nthis process, self time of the drain's busy ${Math.round(busy / 1000)} ms (profile in ${CPU_PROFILE}):`,
+  );
   for (const [key, us] of [...self].sort((a, b) => b[1] - a[1]).slice(0, 25)) {
     console.log(`  ${((us / busy) * 100).toFixed(1).padStart(5)}%  ${key}`);
   }

@@ -40,7 +40,11 @@ describe('task_done', () => {
 
   it('reaches listeners once per finished task from a prefetching worker, whose starts carry them', async () => {
     const app = t.app();
-    const task = app.task({ name: 'done.prefetch', input: z.object({ i: z.number() }), handler: ({ i }) => i });
+    const task = app.task({
+      name: 'done.prefetch',
+      input: z.object({ i: z.number() }),
+      handler: ({ i }) => i,
+    });
     const listening = await listenTo([channels.taskDone(t.schema)]);
     try {
       const handles = await task.sendMany(Array.from({ length: 60 }, (_, i) => ({ input: { i } })));
