@@ -133,6 +133,8 @@ async function runDev(modulePath: string, options: DevOptions): Promise<void> {
       database: 'horsies_dev',
       port: savedPort(folder),
       reuse: true,
+      // Stopped below, once the worker has stopped and its last outcomes are written.
+      stopOnSignal: false,
     });
     url = server.url;
     savePort(folder, url);

