@@ -418,24 +418,19 @@ export interface TaskStartRow {
  * from the result were reclaimed or cancelled meanwhile and must not run. Workflow tasks whose workflow no longer
  * runs come back STOPPED: handed back to PENDING, no attempt (`horsies_start_tasks`, migrations 6 and 10).
  * With `waitForFlush: false` the commit does not wait for the WAL flush (see migration 6 for what that risks).
- * With `notify`, it also sends task_done notifications, as {@link TaskClaimAndStart} does (only with
- * `waitForFlush: false`, for the same reason).
  */
 export const TaskStartMany = statement<
-  { workerId: string; tasks: StartingTask[]; waitForFlush?: boolean; notify?: DoneNotice },
+  { workerId: string; tasks: StartingTask[]; waitForFlush?: boolean },
   TaskStartRow
 >(
   'TaskStartMany',
-  `WITH done AS (SELECT count(pg_notify($6, chunk)) FROM unnest($7::text[]) AS chunk)
-   SELECT s.* FROM done, {{schema}}.horsies_start_tasks($1, $2::text[], $3::text[], $4, $5::text[]) s`,
-  ({ workerId, tasks, waitForFlush, notify }) => [
+  `SELECT * FROM {{schema}}.horsies_start_tasks($1, $2::text[], $3::text[], $4, $5::text[])`,
+  ({ workerId, tasks, waitForFlush }) => [
     workerId,
     tasks.map((t) => t.id),
     tasks.map((t) => `${t.id}:${t.generation}`),
     waitForFlush ?? true,
     tasks.filter((t) => t.workflow).map((t) => t.id),
-    notify?.channel ?? null,
-    notify ? doneChunks(notify.ids) : [],
   ],
 );
 

@@ -1,9 +1,8 @@
 /**
  * The task_done notifications of a worker's written outcomes. They go out after the outcome's commit, never in it
- * (see `TaskDoneNotify`). A busy worker claims or starts again within a fraction of a millisecond of most finishes,
- * so that statement carries them (`TaskClaimAndStart` or `TaskStartMany` with `notify`): one statement where there
- * were two, for every batch.
- * What no claim or start takes within `carryMs` is sent in a statement of its own, so a result waiter waits at most that
+ * (see `TaskDoneNotify`). A busy worker claims again within a fraction of a millisecond of most finishes, so the
+ * claim carries them (`TaskClaimAndStart` with `notify`): one statement where there were two, for every batch.
+ * What no claim takes within `carryMs` is sent in a statement of its own, so a result waiter waits at most that
  * much longer when the worker has nothing more to claim.
  */
 import type { Database } from '../db/Database.js';
@@ -17,7 +16,7 @@ export interface DoneNoticesHooks {
   onFailed(error: unknown): void;
 }
 
-/** Queues task_done notifications for the next claim or start, or sends them alone. */
+/** Queues task_done notifications for the next claim, or sends them alone. */
 export class DoneNotices {
   private queued: string[] = [];
   private timer: NodeJS.Timeout | null = null;
@@ -39,7 +38,7 @@ export class DoneNotices {
     this.timer ??= setTimeout(() => this.flush(), this.carryMs);
   }
 
-  /** Takes what is queued, for a claim or start to send; undefined when nothing is. */
+  /** Takes what is queued, for a claim to send; undefined when nothing is. */
   take(): DoneNotice | undefined {
     if (this.queued.length === 0) return undefined;
     this.clearTimer();
@@ -48,7 +47,7 @@ export class DoneNotices {
     return { channel: this.channel, ids };
   }
 
-  /** Notifications a claim or start took but did not send (its statement failed): sent now, alone. */
+  /** Notifications a claim took but did not send (its statement failed): sent now, alone. */
   giveBack(notice: DoneNotice): void {
     this.queued.push(...notice.ids);
     this.flush();

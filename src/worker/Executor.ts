@@ -30,7 +30,6 @@ import { decideRetry, storedRetryPolicy } from '../retry.js';
 import type { RandomSource, ResolvedRetryPolicy } from '../retry.js';
 import { runHandler } from './runHandler.js';
 import type { Outcome } from './runHandler.js';
-import type { DoneNotices } from './DoneNotices.js';
 import type { ThreadPool } from './ThreadPool.js';
 import { refuseTransaction } from './TransactionalFinish.js';
 import type { TransactionalFinish, TransactionalRun, TransactionVerdict } from './TransactionalFinish.js';
@@ -98,8 +97,6 @@ export class Executor {
     private readonly hooks: ExecutorHooks,
     private readonly pool: ThreadPool | null = null,
     private readonly transactions: TransactionalFinish | null = null,
-    /** task_done notifications a start carries (only when its commit does not wait for the WAL flush). */
-    private readonly notices: DoneNotices | null = null,
   ) {}
 
   /** Number of handlers running now (leaked ones excluded). */
@@ -124,28 +121,19 @@ export class Executor {
    */
   async markStarted(tasks: ClaimedTaskRow[], on?: Queryable): Promise<TaskStartRow[]> {
     if (tasks.length === 0) return [];
-    // A start of its own carries the task_done notifications waiting to go out, as a claim does; never one inside
-    // another transaction (a cap's), whose commit it does not decide.
-    const notify = on || this.options.synchronousStarts ? undefined : this.notices?.take();
-    try {
-      return await this.db.run(
-        TaskStartMany,
-        {
-          workerId: this.options.identity.workerId,
-          tasks: tasks.map((t) => ({
-            id: t.id,
-            generation: t.claim_generation,
-            workflow: t.workflow_id !== null,
-          })),
-          waitForFlush: this.options.synchronousStarts,
-          notify,
-        },
-        on,
-      );
-    } catch (error) {
-      if (notify) this.notices?.giveBack(notify);
-      throw error;
-    }
+    return this.db.run(
+      TaskStartMany,
+      {
+        workerId: this.options.identity.workerId,
+        tasks: tasks.map((t) => ({
+          id: t.id,
+          generation: t.claim_generation,
+          workflow: t.workflow_id !== null,
+        })),
+        waitForFlush: this.options.synchronousStarts,
+      },
+      on,
+    );
   }
 
   /** Launches the handlers of started tasks; tasks missing from `rows` were lost, EXPIRED ones expired. */

@@ -259,7 +259,6 @@ export function assemble(
     },
     pool,
     transactions,
-    notices,
   );
   dispatcher = new Dispatcher(
     db,

@@ -1,13 +1,13 @@
 /**
  * The task_done notifications: a worker's completer sends them after its finish commits, carried by the worker's
- * next claim or start or in a statement of their own, so that finishes do not commit one at a time behind the lock
+ * next claim or in a statement of their own, so that finishes do not commit one at a time behind the lock
  * PostgreSQL holds for transactions that notify; every other path that ends a task notifies from the update
  * trigger, in its own transaction.
  */
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { channels } from '../../src/db/Listener.js';
-import { TaskClaimAndStart, TaskFinishMany, TaskStartMany } from '../../src/db/tasks.js';
+import { TaskClaimAndStart, TaskFinishMany } from '../../src/db/tasks.js';
 import type { TaskFinish } from '../../src/db/tasks.js';
 import { DoneNotices } from '../../src/worker/DoneNotices.js';
 import { createWorker } from '../../src/worker/Worker.js';
@@ -38,7 +38,7 @@ describe('task_done', () => {
     }
   });
 
-  it('reaches listeners once per finished task from a prefetching worker, whose starts carry them', async () => {
+  it('reaches listeners once per finished task from a prefetching worker, which claims rarely', async () => {
     const app = t.app();
     const task = app.task({
       name: 'done.prefetch',
@@ -101,7 +101,7 @@ describe('task_done', () => {
     }
   });
 
-  it('ride on a claim or start (also one that finds nothing), or go alone when none takes them in time', async () => {
+  it('ride on a claim (also one that finds nothing), or go alone when no claim takes them in time', async () => {
     const app = t.app();
     const channel = channels.taskDone(t.schema);
     const failures: unknown[] = [];
@@ -136,17 +136,6 @@ describe('task_done', () => {
       await notices.drain();
       await listening.settled();
       expect(idsOf(listening.received)).toEqual(['carried-1', 'carried-2', 'alone-1', 'back-1']);
-      // Taken by a start, also one that starts nothing (a generation this worker does not hold).
-      notices.add(['started-1']);
-      const start = app.db.run(TaskStartMany, {
-        workerId: 'w-carry',
-        tasks: [{ id: 'no-such-task', generation: 1 }],
-        waitForFlush: false,
-        notify: notices.take(),
-      });
-      expect(await start).toEqual([]);
-      await listening.settled();
-      expect(idsOf(listening.received)).toEqual(['carried-1', 'carried-2', 'alone-1', 'back-1', 'started-1']);
       expect(failures).toEqual([]);
     } finally {
       await listening.end();
