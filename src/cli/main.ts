@@ -103,6 +103,11 @@ program
   .option('--max-claim-batch <n>', 'most tasks claimed in one statement', positiveInt)
   .option('--poll-interval <ms>', 'claim pass at least this often', positiveInt)
   .option('--prefetch <n>', 'claimed tasks held ready beyond the concurrency', nonNegativeInt)
+  .option(
+    '--prefetch-hold <ms>',
+    'hand back a task claimed ahead that found no free slot this long (0: never; default 5000)',
+    nonNegativeInt,
+  )
   .addOption(
     new Option(
       '--throughput <mode>',
@@ -128,6 +133,7 @@ program
         maxClaimBatch?: number;
         pollInterval?: number;
         prefetch?: number;
+        prefetchHold?: number;
         throughput?: 'default' | 'high';
         maintenance: boolean;
         migrate?: boolean;
@@ -145,6 +151,7 @@ program
         maxClaimBatch: options.maxClaimBatch,
         pollIntervalMs: options.pollInterval,
         prefetch: options.prefetch,
+        prefetchHoldMs: options.prefetchHold,
         throughput: options.throughput,
         maintenance: options.maintenance,
         appModule: pathToFileURL(resolve(modulePath)).href,

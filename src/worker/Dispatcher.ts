@@ -35,6 +35,8 @@ export type Phase = 'claimed' | 'starting' | 'running' | 'finishing';
 interface Held {
   row: ClaimedTaskRow;
   phase: Phase;
+  /** When it was claimed (ms, this process's clock). */
+  since: number;
 }
 
 /** Settings of a {@link Dispatcher}. */
@@ -44,6 +46,8 @@ export interface DispatcherOptions {
   concurrency: number;
   /** Retry of starts the soft cap deferred. */
   retryMs: number;
+  /** Claimed tasks waiting longer than this for a slot are handed back (see WorkerConfig.prefetchHoldMs); 0: never. */
+  holdMs: number;
 }
 
 /** What the dispatcher calls back into. */
@@ -67,6 +71,9 @@ export class Dispatcher {
   private finishing = 0;
   /** Claimed tasks a rate limiter deferred, by id: not offered to a start again before this time (ms). */
   private readonly notBefore = new Map<string, number>();
+  private holdTimer: NodeJS.Timeout | null = null;
+  /** Claimed tasks were handed back for want of a slot: claim nothing ahead until a run ends. */
+  private heldBack = false;
 
   constructor(
     private readonly db: Database,
@@ -78,6 +85,14 @@ export class Dispatcher {
     private readonly hooks: DispatcherHooks,
     private readonly flow: FlowGuard | null = null,
   ) {}
+
+  /**
+   * True after waiting tasks were handed back because no slot freed for them in time, until a run ends here: the
+   * worker then claims only for free slots.
+   */
+  get holdingBack(): boolean {
+    return this.heldBack;
+  }
 
   /** Tasks held: claimed, starting, running, or finished but not yet written. */
   get size(): number {
@@ -125,7 +140,8 @@ export class Dispatcher {
   add(tasks: ClaimedTaskRow[], started?: StartedWithClaim): void {
     const adopted = this.claimedAgain(tasks);
     if (adopted.size > 0) tasks = tasks.filter((t) => !adopted.has(t.id));
-    for (const row of tasks) this.held.set(row.id, { row, phase: 'claimed' });
+    const now = Date.now();
+    for (const row of tasks) this.held.set(row.id, { row, phase: 'claimed', since: now });
     if (started) {
       this.starting -= started.reserved;
       const launching = started.tasks.filter((t) => !adopted.has(t.id));
@@ -136,6 +152,7 @@ export class Dispatcher {
     }
     this.waiting.push(...tasks);
     this.dispatch();
+    this.armHold();
   }
 
   /**
@@ -180,7 +197,10 @@ export class Dispatcher {
     const held = this.held.get(id);
     if (!held) return;
     if (held.phase === 'finishing') this.finishing -= 1;
-    if (phase === 'finishing') this.finishing += 1;
+    if (phase === 'finishing') {
+      this.finishing += 1;
+      this.heldBack = false;
+    }
     held.phase = phase;
   }
 
@@ -254,6 +274,53 @@ export class Dispatcher {
   pause(): void {
     this.active = false;
     if (this.retryTimer) clearTimeout(this.retryTimer);
+    if (this.holdTimer) clearTimeout(this.holdTimer);
+    this.holdTimer = null;
+  }
+
+  /**
+   * Hands back to PENDING the claimed tasks that have waited `holdMs` for a slot (not those waiting for a rate
+   * limiter or a soft cap: every worker would wait for those), so that another worker can run them; until a run
+   * ends here, the worker claims only for free slots. Returns the ids handed back.
+   */
+  async handBackStale(): Promise<string[]> {
+    if (!this.active || this.options.holdMs <= 0) return [];
+    const cutoff = Date.now() - this.options.holdMs;
+    const stale = this.waiting.filter(
+      (t) =>
+        !this.notBefore.has(t.id) &&
+        !this.caps.gatesStart(t.queue_name) &&
+        (this.held.get(t.id)?.since ?? Infinity) <= cutoff,
+    );
+    if (stale.length === 0) return [];
+    const staleIds = new Set(stale.map((t) => t.id));
+    this.waiting = this.waiting.filter((t) => !staleIds.has(t.id));
+    this.heldBack = true;
+    try {
+      await this.db.run(TaskReleaseClaimed, { workerId: this.options.workerId, tasks: stale.map(owned) });
+      this.logger.info(
+        { count: stale.length, holdMs: this.options.holdMs },
+        'handed claimed tasks back to PENDING: no slot freed for them in time',
+      );
+    } catch (error) {
+      this.hooks.onError('handing claimed tasks back failed; the reaper will requeue them', error);
+    }
+    this.release([...staleIds]);
+    return [...staleIds];
+  }
+
+  // Checks for tasks waiting past holdMs once the oldest of them would be.
+  private armHold(): void {
+    if (this.holdTimer || !this.active || this.options.holdMs <= 0 || this.waiting.length === 0) return;
+    const oldest = Math.min(...this.waiting.map((t) => this.held.get(t.id)?.since ?? Date.now()));
+    this.holdTimer = setTimeout(
+      () => {
+        this.holdTimer = null;
+        void this.handBackStale().finally(() => this.armHold());
+      },
+      Math.max(1, oldest + this.options.holdMs - Date.now()),
+    );
+    this.holdTimer.unref?.();
   }
 
   /** Stops starting tasks and hands the waiting ones back to PENDING (no attempt). */

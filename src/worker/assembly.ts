@@ -177,13 +177,14 @@ export function assemble(
     {
       // Tasks whose outcome is being written take no slot (the next claim overlaps that write), but at most as
       // many as the worker may hold again: a write that lags stops the claims.
-      capacity: () =>
-        sink.accepting()
-          ? Math.max(
-              0,
-              Math.min(cfg.maxClaimPerWorker - dispatcher.busy, 2 * cfg.maxClaimPerWorker - dispatcher.size),
-            )
-          : 0,
+      capacity: () => {
+        if (!sink.accepting()) return 0;
+        // After handing back tasks that found no slot in time, nothing is claimed ahead until a run ends.
+        const most = dispatcher.holdingBack
+          ? Math.min(cfg.concurrency, cfg.maxClaimPerWorker)
+          : cfg.maxClaimPerWorker;
+        return Math.max(0, Math.min(most - dispatcher.busy, 2 * most - dispatcher.size));
+      },
       idle: () => dispatcher.busy === 0,
       onClaimed: (claimed, started) => {
         sink.emit(
@@ -265,7 +266,12 @@ export function assemble(
     executor,
     caps,
     tasks,
-    { workerId: identity.workerId, concurrency: cfg.concurrency, retryMs: cfg.pollIntervalMs },
+    {
+      workerId: identity.workerId,
+      concurrency: cfg.concurrency,
+      retryMs: cfg.pollIntervalMs,
+      holdMs: cfg.prefetch > 0 ? cfg.prefetchHoldMs : 0,
+    },
     logger,
     { onReleased: () => producer.wake(false), onError: (what, error) => sink.fail(what, error) },
     flow,

@@ -28,6 +28,12 @@ export interface WorkerConfig {
    * workers may idle. Explicit `prefetch` and `maxClaimBatch` win over either. See docs/benchmarks.md.
    */
   throughput?: 'default' | 'high';
+  /**
+   * A task claimed ahead (`prefetch`) that has found no free slot within this time goes back to PENDING, where
+   * any worker can take it, and this worker claims nothing ahead again until one of its runs ends: a worker whose
+   * slots are all held by long runs does not keep what others could run. 0: never. Default 5,000 ms.
+   */
+  prefetchHoldMs?: number;
   /** Most tasks claimed in one statement. Default: `concurrency + prefetch` (at most 500 with `throughput: 'high'`). */
   maxClaimBatch?: number;
   /** Most tasks this worker holds at once, claimed or running. Default: `concurrency + prefetch`. */
@@ -93,6 +99,7 @@ const workerConfigSchema = z.strictObject({
   concurrency: z.number().int().min(1).max(10_000).default(10),
   prefetch: z.number().int().min(0).max(100_000).optional(),
   throughput: z.enum(['default', 'high']).default('default'),
+  prefetchHoldMs: z.number().int().min(0).default(5_000),
   maxClaimBatch: z.number().int().min(1).max(10_000).optional(),
   maxClaimPerWorker: z.number().int().min(1).max(100_000).optional(),
   pollIntervalMs: z.number().int().min(10).default(2000),

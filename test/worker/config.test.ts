@@ -13,6 +13,7 @@ describe('the worker config', () => {
       prefetch: 0,
       maxClaimBatch: 10,
       maxClaimPerWorker: 10,
+      prefetchHoldMs: 5_000,
       synchronousStarts: false,
       queues: ['default'],
     });
@@ -41,12 +42,14 @@ describe('the worker config', () => {
       prefetch: -1,
       synchronousStarts: 'yes',
       throughput: 'max',
+      prefetchHoldMs: -5,
       queues: ['nope'],
     } as unknown as WorkerConfig;
     const { problems } = thrown(() => resolveWorkerConfig(bad, ['default']), ConfigError);
     expect(problems.map((p) => p.field).sort()).toEqual([
       'concurrency',
       'prefetch',
+      'prefetchHoldMs',
       'queues.0',
       'synchronousStarts',
       'throughput',
