@@ -386,7 +386,10 @@ export class Executor {
       generation: task.claim_generation,
       failedReason: null,
       retryDelayMs: 0,
-      crashed: false,
+      // A run stopped because its claim looked lost ended for the worker's sake, not the handler's: its attempt is
+      // a WORKER_FAILURE, as the reaper writes one. Fencing drops it, unless this worker claimed the task again with
+      // the same generation (a start undone by a server crash) and the run was adopted by that claim.
+      crashed: stopReason === 'lost',
     };
     if (stopReason === 'release') {
       return { ...base, status: 'RELEASE', result: 'null', errorCode: null, errorMessage: null };

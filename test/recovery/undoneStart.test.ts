@@ -82,3 +82,76 @@ it('a task the same worker claims again after its start was undone runs once, un
   );
   expect(attempts).toEqual([{ attempt: before!.attempt, outcome: 'COMPLETED' }]);
 });
+
+it('a run stopped as lost before the same worker claimed its task again ends as a worker failure, not a handler one', async () => {
+  // Runner heartbeats every 50 ms notice the undone start before any claim: the poll is a minute away, the row is
+  // made claimable only after that, and the claim comes when a second task is sent.
+  const fast = t.app({ recovery: { runnerHeartbeatIntervalMs: 50, runningStaleThresholdMs: 60_000 } });
+  let release: () => void = () => undefined;
+  const released = new Promise<void>((resolve) => (release = resolve));
+  const stubborn = fast.task({
+    name: 'undone.stubborn',
+    input: z.object({ n: z.number() }),
+    // Ignores its AbortSignal until released: the stopped run is still going when the new claim comes.
+    handler: async ({ n }) => {
+      await released;
+      return n;
+    },
+  });
+  const other = fast.task({ name: 'undone.other', input: z.object({}), handler: () => null });
+  const second = createWorker(fast, {
+    concurrency: 2,
+    pollIntervalMs: 60_000,
+    abortGraceMs: 30_000,
+    maintenance: false,
+  });
+  await second.start();
+  try {
+    const started = new Promise<void>((resolve) => second.once('task:started', () => resolve()));
+    const handle = await stubborn.send({ n: 3 });
+    await started;
+    const [before] = await t.query<{ claim_generation: number; attempt: number }>(
+      'SELECT claim_generation, attempt FROM {{schema}}.horsies_tasks WHERE id = $1',
+      [handle.id],
+    );
+    const lost = new Promise<void>((resolve) =>
+      second.on('task:lost', (ids) => ids.includes(handle.id) && resolve()),
+    );
+    // The crash's effect, but not yet claimable (the notification of the change would wake a claim at once).
+    await t.query(
+      `UPDATE {{schema}}.horsies_tasks
+       SET status = 'PENDING', claimed = false, claimed_at = NULL, claimed_by_worker_id = NULL,
+           claim_expires_at = NULL, started_at = NULL, attempt = attempt - 1, claim_generation = claim_generation - 1,
+           enqueued_at = now() + interval '1 hour'
+       WHERE id = $1`,
+      [handle.id],
+    );
+    await lost;
+    await t.query(
+      `UPDATE {{schema}}.horsies_tasks SET enqueued_at = now() - interval '1 second' WHERE id = $1`,
+      [handle.id],
+    );
+    // The notification of a new task makes the worker claim: it takes the older task back, with the generation
+    // its stopped run holds, and adopts that run.
+    const reclaimed = new Promise<void>((resolve) =>
+      second.on('task:claimed', (ids) => ids.includes(handle.id) && resolve()),
+    );
+    await other.send({});
+    await reclaimed;
+    release();
+    expect(await handle.result({ timeoutMs: 10_000 })).toMatchObject({
+      ok: false,
+      error: { code: 'WORKER_CRASHED' },
+    });
+    const attempts = await t.query<{ attempt: number; outcome: string; error_code: string }>(
+      'SELECT attempt, outcome, error_code FROM {{schema}}.horsies_task_attempts WHERE task_id = $1',
+      [handle.id],
+    );
+    expect(attempts).toEqual([
+      { attempt: before!.attempt, outcome: 'WORKER_FAILURE', error_code: 'WORKER_CRASHED' },
+    ]);
+  } finally {
+    release();
+    await second.stop();
+  }
+});
