@@ -1,6 +1,7 @@
 /**
  * Where a drain's time goes. `npm run profile:drain` (uses DATABASE_URL, or starts an embedded PostgreSQL) drains
- * TASKS no-op tasks (default 20,000) with one worker (CONCURRENCY, default 10; PREFETCH, default 0) and prints:
+ * TASKS no-op tasks (default 20,000) with one worker (CONCURRENCY, default 10; PREFETCH, a number or auto, default
+ * 0; PREFETCH_WINDOW_MS with auto) and prints:
  * tasks/s; the CPU time per task of the PostgreSQL processes (read from /proc, so only for a server on this Linux
  * machine) and of this process; and, per statement the worker sent, the calls, tasks per call and time per call
  * as the client saw it, beside the server's execution time and WAL records when `pg_stat_statements` is loaded.
@@ -18,7 +19,7 @@ import { runScript, withDatabase } from './database.js';
 
 const TASKS = Number(process.env.TASKS ?? 20_000);
 const CONCURRENCY = Number(process.env.CONCURRENCY ?? 10);
-const PREFETCH = Number(process.env.PREFETCH ?? 0);
+const PREFETCH = process.env.PREFETCH === 'auto' ? 'auto' : Number(process.env.PREFETCH ?? 0);
 const SCHEMA = 'profile_drain';
 const CPU_PROFILE = process.env.CPU_PROFILE;
 
@@ -73,6 +74,7 @@ async function profile(databaseUrl: string): Promise<void> {
   const worker = createWorker(app, {
     concurrency: CONCURRENCY,
     prefetch: PREFETCH,
+    prefetchWindowMs: process.env.PREFETCH_WINDOW_MS ? Number(process.env.PREFETCH_WINDOW_MS) : undefined,
     snapshotIntervalMs: 0,
     maintenance: false,
   });

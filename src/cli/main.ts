@@ -31,6 +31,10 @@ function nonNegativeInt(value: string): number {
   return n;
 }
 
+function prefetchCount(value: string): number | 'auto' {
+  return value === 'auto' ? 'auto' : nonNegativeInt(value);
+}
+
 function list(value: string): string[] {
   return value
     .split(',')
@@ -102,7 +106,16 @@ program
   .option('--concurrency <n>', 'handlers running at once', positiveInt)
   .option('--max-claim-batch <n>', 'most tasks claimed in one statement', positiveInt)
   .option('--poll-interval <ms>', 'claim pass at least this often', positiveInt)
-  .option('--prefetch <n>', 'claimed tasks held ready beyond the concurrency', nonNegativeInt)
+  .option(
+    '--prefetch <n>',
+    'claimed tasks held ready beyond the concurrency, or auto: what the worker starts within --prefetch-window',
+    prefetchCount,
+  )
+  .option(
+    '--prefetch-window <ms>',
+    'with --prefetch auto: how far ahead, in time, to claim (default 20)',
+    positiveInt,
+  )
   .option(
     '--prefetch-hold <ms>',
     'hand back a task claimed ahead that found no free slot this long (0: never; default 5000)',
@@ -132,7 +145,8 @@ program
         concurrency?: number;
         maxClaimBatch?: number;
         pollInterval?: number;
-        prefetch?: number;
+        prefetch?: number | 'auto';
+        prefetchWindow?: number;
         prefetchHold?: number;
         throughput?: 'default' | 'high';
         maintenance: boolean;
@@ -151,6 +165,7 @@ program
         maxClaimBatch: options.maxClaimBatch,
         pollIntervalMs: options.pollInterval,
         prefetch: options.prefetch,
+        prefetchWindowMs: options.prefetchWindow,
         prefetchHoldMs: options.prefetchHold,
         throughput: options.throughput,
         maintenance: options.maintenance,

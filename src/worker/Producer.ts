@@ -25,8 +25,9 @@ export interface ProducerOptions {
   /**
    * Free slots needed before a freed slot triggers another claim while work is still running. Claiming in
    * batches costs one round trip per batch instead of one per task; an idle worker claims at once regardless.
+   * Read at each decision (it follows the tasks held ahead with `prefetch: 'auto'`).
    */
-  refillThreshold: number;
+  refillThreshold: () => number;
 }
 
 /** What the producer calls back into. */
@@ -191,7 +192,7 @@ export class Producer {
   wake(hint = true): void {
     if (hint) this.moreLikely = true;
     else if (!this.moreLikely) return;
-    else if (!this.hooks.idle() && this.hooks.capacity() < this.options.refillThreshold) return;
+    else if (!this.hooks.idle() && this.hooks.capacity() < this.options.refillThreshold()) return;
     this.woken = true;
     this.wakeUp?.();
   }
@@ -241,7 +242,7 @@ export class Producer {
       }
       // A full claim suggests more work: claim again at once, but only for a batch worth a statement (slots free
       // up one by one as runs end; a claim per few of them would cost more than it brings).
-      if (full && (this.hooks.idle() || this.hooks.capacity() >= this.options.refillThreshold)) continue;
+      if (full && (this.hooks.idle() || this.hooks.capacity() >= this.options.refillThreshold())) continue;
       if (!this.woken && this.running) await this.sleep(this.options.pollIntervalMs, true);
     }
   }

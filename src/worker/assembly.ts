@@ -21,6 +21,7 @@ import type { CompleterResult } from './Completer.js';
 import type { ResolvedWorkerConfig } from './config.js';
 import { Dispatcher } from './Dispatcher.js';
 import { DoneNotices } from './DoneNotices.js';
+import { PrefetchSizer } from './PrefetchSizer.js';
 import { Executor } from './Executor.js';
 import { FlowGuard } from './FlowGuard.js';
 import { Heartbeater } from './Heartbeater.js';
@@ -163,6 +164,16 @@ export function assemble(
         error,
       ),
   });
+  // With prefetch 'auto', the tasks held ahead follow the rate of the runs that end here.
+  const sizer = cfg.prefetchAuto ? new PrefetchSizer(cfg.prefetchWindowMs, cfg.prefetch) : null;
+  // Tasks the worker may hold (claimed or running). After handing back tasks that found no slot in time, nothing
+  // is claimed ahead until a run ends.
+  const mostHeld = (): number =>
+    dispatcher.holdingBack
+      ? Math.min(cfg.concurrency, cfg.maxClaimPerWorker)
+      : sizer
+        ? Math.min(cfg.maxClaimPerWorker, cfg.concurrency + sizer.size())
+        : cfg.maxClaimPerWorker;
   const producer = new Producer(
     db,
     {
@@ -172,17 +183,14 @@ export function assemble(
       leaseMs: cfg.claimLeaseMs,
       identity,
       synchronousStarts: cfg.synchronousStarts,
-      refillThreshold: Math.max(1, Math.floor(cfg.maxClaimBatch / 2)),
+      refillThreshold: () => Math.max(1, Math.floor(Math.min(cfg.maxClaimBatch, mostHeld()) / 2)),
     },
     {
       // Tasks whose outcome is being written take no slot (the next claim overlaps that write), but at most as
       // many as the worker may hold again: a write that lags stops the claims.
       capacity: () => {
         if (!sink.accepting()) return 0;
-        // After handing back tasks that found no slot in time, nothing is claimed ahead until a run ends.
-        const most = dispatcher.holdingBack
-          ? Math.min(cfg.concurrency, cfg.maxClaimPerWorker)
-          : cfg.maxClaimPerWorker;
+        const most = mostHeld();
         return Math.max(0, Math.min(most - dispatcher.busy, 2 * most - dispatcher.size));
       },
       idle: () => dispatcher.busy === 0,
@@ -242,6 +250,7 @@ export function assemble(
         sink.emit('task:started', task.id, attempt);
       },
       onFinished: (finish) => {
+        sizer?.ran();
         dispatcher.setPhase(finish.id, 'finishing');
         runs?.ran(finish.id);
         sink.emit('task:ran', finish.id, finish.status);
@@ -252,6 +261,7 @@ export function assemble(
       // Written by the handler's own transaction: past the completer, straight to what follows a written batch.
       onThrottled: (task, retryAfterMs) => flow.pause(task, retryAfterMs),
       onCommitted: (finish, row) => {
+        sizer?.ran();
         dispatcher.setPhase(finish.id, 'finishing');
         sink.emit('task:ran', finish.id, finish.status);
         sink.onSettled({ finished: [row], lost: [] }, [finish]);

@@ -17,9 +17,13 @@ export interface WorkerConfig {
    * Claimed tasks held ready beyond `concurrency`, so a freed slot starts the next task without a claim round
    * trip. They stay CLAIMED (protected by the lease and claimer heartbeats); if the worker dies they are
    * requeued after `claimedStaleThresholdMs`. Default 0 (with `throughput: 'high'`, the larger of 490 and ten
-   * times `concurrency`).
+   * times `concurrency`). `'auto'`: as many as the worker expects to start within `prefetchWindowMs` at the rate
+   * its runs have been ending (none for long tasks, hundreds for very short ones), at most the larger of 490 and
+   * ten times `concurrency`.
    */
-  prefetch?: number;
+  prefetch?: number | 'auto';
+  /** With `prefetch: 'auto'`: how far ahead, in time, the worker claims. Default 20 ms. */
+  prefetchWindowMs?: number;
   /**
    * `default`: the worker claims only what it has free slots for, so every task waits in the table where any
    * worker can take it, and a crash strands nothing that has not started. `high`: for many short tasks, the
@@ -97,7 +101,8 @@ export interface WorkerConfig {
 const workerConfigSchema = z.strictObject({
   queues: z.array(z.string().regex(QUEUE_NAME_PATTERN, 'is not a valid queue name')).min(1).optional(),
   concurrency: z.number().int().min(1).max(10_000).default(10),
-  prefetch: z.number().int().min(0).max(100_000).optional(),
+  prefetch: z.union([z.number().int().min(0).max(100_000), z.literal('auto')]).optional(),
+  prefetchWindowMs: z.number().int().min(1).max(60_000).default(20),
   throughput: z.enum(['default', 'high']).default('default'),
   prefetchHoldMs: z.number().int().min(0).default(5_000),
   maxClaimBatch: z.number().int().min(1).max(10_000).optional(),
@@ -129,7 +134,10 @@ const workerConfigSchema = z.strictObject({
 export type ResolvedWorkerConfig = Required<
   Omit<z.output<typeof workerConfigSchema>, 'workerId' | 'appModule' | 'appExport' | 'prefetch'>
 > & {
+  /** Claimed tasks held beyond `concurrency`; with `prefetchAuto`, the most it may hold. */
   prefetch: number;
+  /** `prefetch: 'auto'`: the tasks held ahead follow the rate of ended runs (see PrefetchSizer). */
+  prefetchAuto: boolean;
   identity: WorkerIdentity;
   appModule: string | null;
   appExport: string | undefined;
@@ -169,16 +177,23 @@ export function resolveWorkerConfig(
   const host = hostname();
   const processName = basename(process.argv[1] ?? process.title);
   const high = parsed.throughput === 'high';
-  const prefetch = parsed.prefetch ?? (high ? Math.max(490, 10 * parsed.concurrency) : 0);
+  const auto = parsed.prefetch === 'auto';
+  const prefetch =
+    typeof parsed.prefetch === 'number'
+      ? parsed.prefetch
+      : high || auto
+        ? Math.max(490, 10 * parsed.concurrency)
+        : 0;
   return {
     ...parsed,
     prefetch,
+    prefetchAuto: auto,
     // Served in the app's queue order: highest priority first.
     queues: appQueues.filter((q) => (parsed.queues ?? appQueues).includes(q)),
     maxClaimPerWorker: parsed.maxClaimPerWorker ?? parsed.concurrency + prefetch,
     maxClaimBatch:
       parsed.maxClaimBatch ??
-      (high ? Math.min(500, parsed.concurrency + prefetch) : parsed.concurrency + prefetch),
+      (high || auto ? Math.min(500, parsed.concurrency + prefetch) : parsed.concurrency + prefetch),
     blockingThreads: parsed.blockingThreads ?? Math.min(parsed.concurrency, availableParallelism()),
     appModule: parsed.appModule === undefined ? null : String(parsed.appModule),
     appExport: parsed.appExport,

@@ -36,6 +36,22 @@ describe('the worker config', () => {
     ).toMatchObject({ prefetch: 20, maxClaimBatch: 7, maxClaimPerWorker: 30 });
   });
 
+  it("sizes prefetch from the rate with 'auto', up to what 'high' would hold", () => {
+    expect(resolveWorkerConfig({ prefetch: 'auto' }, ['default'])).toMatchObject({
+      prefetch: 490,
+      prefetchAuto: true,
+      prefetchWindowMs: 20,
+      maxClaimBatch: 500,
+      maxClaimPerWorker: 500,
+    });
+    expect(resolveWorkerConfig({}, ['default'])).toMatchObject({ prefetch: 0, prefetchAuto: false });
+    const { problems } = thrown(
+      () => resolveWorkerConfig({ prefetch: 'some' as 'auto', prefetchWindowMs: 0 }, ['default']),
+      ConfigError,
+    );
+    expect(problems.map((p) => p.field).sort()).toEqual(['prefetch', 'prefetchWindowMs']);
+  });
+
   it('reports every bad field at once', () => {
     const bad = {
       concurrency: 0,
