@@ -281,10 +281,10 @@ export class Dispatcher {
   /**
    * Hands back to PENDING the claimed tasks that have waited `holdMs` for a slot (not those waiting for a rate
    * limiter or a soft cap: every worker would wait for those), so that another worker can run them; until a run
-   * ends here, the worker claims only for free slots. Returns the ids handed back.
+   * ends here, the worker claims only for free slots.
    */
-  async handBackStale(): Promise<string[]> {
-    if (!this.active || this.options.holdMs <= 0) return [];
+  private async handBackStale(): Promise<void> {
+    if (!this.active || this.options.holdMs <= 0) return;
     const cutoff = Date.now() - this.options.holdMs;
     const stale = this.waiting.filter(
       (t) =>
@@ -292,21 +292,11 @@ export class Dispatcher {
         !this.caps.gatesStart(t.queue_name) &&
         (this.held.get(t.id)?.since ?? Infinity) <= cutoff,
     );
-    if (stale.length === 0) return [];
+    if (stale.length === 0) return;
     const staleIds = new Set(stale.map((t) => t.id));
     this.waiting = this.waiting.filter((t) => !staleIds.has(t.id));
     this.heldBack = true;
-    try {
-      await this.db.run(TaskReleaseClaimed, { workerId: this.options.workerId, tasks: stale.map(owned) });
-      this.logger.info(
-        { count: stale.length, holdMs: this.options.holdMs },
-        'handed claimed tasks back to PENDING: no slot freed for them in time',
-      );
-    } catch (error) {
-      this.hooks.onError('handing claimed tasks back failed; the reaper will requeue them', error);
-    }
-    this.release([...staleIds]);
-    return [...staleIds];
+    await this.handBack(stale, `no slot freed for them within ${this.options.holdMs} ms`);
   }
 
   // Checks for tasks waiting past holdMs once the oldest of them would be.
@@ -329,14 +319,19 @@ export class Dispatcher {
     await Promise.allSettled([...this.starts]);
     const waiting = this.waiting;
     this.waiting = [];
-    if (waiting.length === 0) return;
+    if (waiting.length > 0) await this.handBack(waiting, 'the worker is stopping');
+  }
+
+  // CLAIMED → PENDING (no attempt) for tasks taken out of `waiting`, then forgets them; if the statement fails,
+  // they stay CLAIMED in the table until the reaper requeues them (this worker no longer beats for them).
+  private async handBack(tasks: ClaimedTaskRow[], why: string): Promise<void> {
     try {
-      await this.db.run(TaskReleaseClaimed, { workerId: this.options.workerId, tasks: waiting.map(owned) });
-      this.logger.info({ count: waiting.length }, 'handed claimed tasks back to PENDING');
+      await this.db.run(TaskReleaseClaimed, { workerId: this.options.workerId, tasks: tasks.map(owned) });
+      this.logger.info({ count: tasks.length, why }, 'handed claimed tasks back to PENDING');
     } catch (error) {
       this.hooks.onError('handing claimed tasks back failed; the reaper will requeue them', error);
     }
-    this.release(waiting.map((t) => t.id));
+    this.release(tasks.map((t) => t.id));
   }
 
   /** Starts waiting tasks while handler slots are free and per-task limits allow, one statement per batch. */
