@@ -314,6 +314,17 @@ export async function runFaults(options: FaultOptions): Promise<FaultReport> {
         `SELECT count(*)::int AS n FROM ${SCHEMA}.horsies_workflows
          WHERE status NOT IN ('COMPLETED', 'FAILED', 'CANCELLED')`,
       );
+    // Starts the next workflow; false when the start failed (the server or pooler may be away: tried again later).
+    const startWorkflow = async (): Promise<boolean> => {
+      const n = workflowIds.length;
+      try {
+        const handle = await runApp!.diamond.start({ n });
+        workflowIds.push({ id: handle.id, n });
+        return true;
+      } catch {
+        return false;
+      }
+    };
     const batch = 200;
     let scheduleOver = false;
     const feed = async (): Promise<void> => {
@@ -338,13 +349,7 @@ export async function runFaults(options: FaultOptions): Promise<FaultReport> {
           Math.ceil(((Date.now() - started) / options.durationMs) * options.workflows),
         );
         while (workflowIds.length < dueWorkflows && !over()) {
-          const n = workflowIds.length;
-          try {
-            const handle = await runApp!.diamond.start({ n });
-            workflowIds.push({ id: handle.id, n });
-          } catch {
-            break;
-          }
+          if (!(await startWorkflow())) break;
         }
         await sleep(150);
       }
@@ -461,6 +466,11 @@ export async function runFaults(options: FaultOptions): Promise<FaultReport> {
     await Promise.all([killer(), others()]);
     scheduleOver = true;
     await feeding;
+    // The kills can run ahead of the planned length, and the workflows were due by time: start the ones the
+    // schedule did not get to, so that every run starts as many as it was asked for.
+    while (workflowIds.length < options.workflows && !over()) {
+      if (!(await startWorkflow())) await sleep(150);
+    }
     const scheduleEnd = Date.now();
     const lastFaultEnd = Math.max(scheduleEnd, ...faults.map((f) => f.endMs));
     log(`schedule over after ${Math.round((scheduleEnd - started) / 1000)} s; draining`);
