@@ -550,8 +550,11 @@ describe('the transactional finish', () => {
     });
     const worker = createWorker(app, { maintenance: false });
     await worker.start();
+    // The result is there once the first transaction commits; the handler's second try comes after it.
+    const ran = waitForEvent(worker, 'task:ran');
     const h = await twice.send({});
     expect(await h.result({ timeoutMs: 10_000 })).toEqual({ ok: true, value: 'first' });
+    expect((await ran)[0]).toBe(h.id);
     expect(await effects(h.id)).toEqual(['first']);
     expect((again[0] as TaskTransactionError).code).toBe('TRANSACTION_UNAVAILABLE');
     await worker.stop();
