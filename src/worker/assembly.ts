@@ -186,12 +186,15 @@ export function assemble(
       refillThreshold: () => Math.max(1, Math.floor(Math.min(cfg.maxClaimBatch, mostHeld()) / 2)),
     },
     {
-      // Tasks whose outcome is being written take no slot (the next claim overlaps that write), but at most as
-      // many as the worker may hold again: a write that lags stops the claims.
+      // Tasks whose outcome is being written take no slot: the claims go on while their outcomes wait for the
+      // write in flight, so that the next write takes them all in one statement. Up to a full batch of them
+      // (completionBatchSize, or as many as the worker may hold if that is more): a write that lags stops the
+      // claims.
       capacity: () => {
         if (!sink.accepting()) return 0;
         const most = mostHeld();
-        return Math.max(0, Math.min(most - dispatcher.busy, 2 * most - dispatcher.size));
+        const unwritten = Math.max(most, cfg.completionBatchSize);
+        return Math.max(0, Math.min(most - dispatcher.busy, most + unwritten - dispatcher.size));
       },
       idle: () => dispatcher.busy === 0,
       onClaimed: (claimed, started) => {

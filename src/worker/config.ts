@@ -40,7 +40,10 @@ export interface WorkerConfig {
   prefetchHoldMs?: number;
   /** Most tasks claimed in one statement. Default: `concurrency + prefetch` (at most 500 with `throughput: 'high'`). */
   maxClaimBatch?: number;
-  /** Most tasks this worker holds at once, claimed or running. Default: `concurrency + prefetch`. */
+  /**
+   * Most tasks this worker holds at once, claimed or running (runs that ended, with their outcomes waiting to be
+   * written, not counted: see `completionBatchSize`). Default: `concurrency + prefetch`.
+   */
   maxClaimPerWorker?: number;
   /** Claim pass without a notification, at least this often. Default 2,000 ms. */
   pollIntervalMs?: number;
@@ -58,7 +61,11 @@ export interface WorkerConfig {
    * Claims never wait for the flush: a lost claim only leaves the task PENDING.
    */
   synchronousStarts?: boolean;
-  /** Most finished tasks written in one statement. Default 500. */
+  /**
+   * Most finished tasks written in one statement. Default 500. Also how many runs may end while their outcomes
+   * wait to be written (at least `maxClaimPerWorker`): the worker keeps claiming until that many wait, so that a
+   * busy worker writes its outcomes in large batches, and a write that lags stops its claims.
+   */
   completionBatchSize?: number;
   /** How long `stop()` waits for running handlers before stopping them. Default 30,000 ms. */
   drainTimeoutMs?: number;

@@ -537,7 +537,7 @@ describe('the worker', () => {
         active -= 1;
       },
     });
-    const worker = createWorker(app, { concurrency: 3 });
+    const worker = createWorker(app, { concurrency: 3, completionBatchSize: 3 });
     let maxActive = 0;
     let maxHeld = 0;
     worker.on('task:claimed', () => {
@@ -559,10 +559,48 @@ describe('the worker', () => {
     expect(peak).toBeLessThanOrEqual(3);
     expect(maxActive).toBeLessThanOrEqual(3);
     // A task whose handler returned frees its slot while its outcome is written (it is still RUNNING in its
-    // row meanwhile): the worker holds at most as many of those again.
+    // row meanwhile): the worker holds at most a batch of those (completionBatchSize 3) beside its 3 slots.
     expect(maxHeld).toBeLessThanOrEqual(6);
     expect(maxInDb).toBeLessThanOrEqual(6);
     await worker.stop();
+  });
+
+  it('goes on claiming while outcomes wait for a write, and stops once a batch of them waits', async () => {
+    const app = t.app();
+    const quick = app.task({
+      name: 'lifecycle.unwritten',
+      input: z.object({ i: z.number() }),
+      handler: () => 'ok',
+    });
+    // Every finish writes attempt rows: with this lock held, the first write waits, and the outcomes after it too.
+    const blocker = await t.pool.connect();
+    await blocker.query('BEGIN');
+    await blocker.query(`LOCK TABLE "${t.schema}".horsies_task_attempts IN SHARE MODE`);
+    const worker = createWorker(app, { concurrency: 2, completionBatchSize: 4 });
+    let ran = 0;
+    worker.on('task:ran', () => (ran += 1));
+    try {
+      await worker.start();
+      const handles = await quick.sendMany(Array.from({ length: 30 }, (_, i) => ({ input: { i } })));
+      // Two slots, and four outcomes may wait: runs go on until four wait and two more have ended.
+      await eventually(async () => ran === 6);
+      // What would be claimed next would be claimed at once: give it a few polls' worth of time to show it is not.
+      await new Promise((r) => setTimeout(r, 300));
+      expect(ran).toBe(6);
+      const [counts] = await t.query<{ pending: number; running: number }>(
+        `SELECT count(*) FILTER (WHERE status = 'PENDING')::int AS pending,
+                count(*) FILTER (WHERE status = 'RUNNING')::int AS running
+         FROM {{schema}}.horsies_tasks WHERE task_name = 'lifecycle.unwritten'`,
+      );
+      expect(counts).toEqual({ pending: 24, running: 6 });
+      await blocker.query('COMMIT');
+      for (const h of handles)
+        expect(await h.result({ timeoutMs: 10_000 })).toEqual({ ok: true, value: 'ok' });
+    } finally {
+      await blocker.query('ROLLBACK').catch(() => undefined);
+      blocker.release();
+      await worker.stop();
+    }
   });
 
   it('stops claiming on stop() but lets running tasks finish', async () => {
