@@ -334,9 +334,12 @@ export class Dispatcher {
     this.release(tasks.map((t) => t.id));
   }
 
-  /** Starts waiting tasks while handler slots are free and per-task limits allow, one statement per batch. */
+  /**
+   * Starts waiting tasks while handler slots are free and per-task limits allow, one statement per batch and one
+   * batch at a time: the slots that free up while a start is in flight are filled by the next start, together.
+   */
   private dispatch(): void {
-    if (!this.active) return;
+    if (!this.active || this.starts.size > 0) return;
     const free = this.options.concurrency - this.executor.running - this.starting;
     if (free <= 0 || this.waiting.length === 0) return;
     const active = this.countByName(['starting', 'running']);
@@ -361,7 +364,7 @@ export class Dispatcher {
     this.waiting = rest;
     for (const task of batch) this.setPhase(task.id, 'starting');
     this.starting += batch.length;
-    const start = this.startBatch(batch)
+    const start: Promise<void> = this.startBatch(batch)
       .catch((error: unknown) => {
         // The start statement failed: these tasks stay CLAIMED until the reaper hands them back to PENDING.
         this.hooks.onError('starting claimed tasks failed', error);
@@ -369,10 +372,10 @@ export class Dispatcher {
       })
       .finally(() => {
         this.starting -= batch.length;
+        this.starts.delete(start);
         this.scheduleDispatch();
       });
     this.starts.add(start);
-    void start.finally(() => this.starts.delete(start));
   }
 
   private async startBatch(batch: ClaimedTaskRow[]): Promise<void> {
