@@ -2,13 +2,23 @@
  * Debian's Chromium (`/usr/bin/chromium`, installed by scripts/ensure-chromium.sh) driven by playwright-core:
  * headless, with a fresh profile, and without the background traffic this machine's closed network refuses.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { chromium } from 'playwright-core';
 import type { BrowserContext } from 'playwright-core';
 
 export const CHROMIUM_PATH = '/usr/bin/chromium';
+
+/**
+ * Where the browser tests write their page screenshots: the user guide's `docs/dashboard/` with
+ * HORSIES_DOCS_SCREENSHOTS=1 (to refresh its pictures), otherwise a temporary folder, so that a test run leaves the
+ * checkout as it was.
+ */
+export const SCREENSHOTS = process.env.HORSIES_DOCS_SCREENSHOTS
+  ? resolve(import.meta.dirname, '../../docs/dashboard')
+  : mkdtempSync(join(tmpdir(), 'horsies-screenshots-'));
+mkdirSync(SCREENSHOTS, { recursive: true });
 
 const FLAGS = [
   '--headless',

@@ -2,11 +2,9 @@
  * The dashboard in a real browser (Debian's Chromium, headless) against a real database with a real worker
  * running: every page shows its data, filters and pages work, each action changes the rows, a task finishing
  * meanwhile appears on an open page without a reload, and an action without the token is refused. Each page's
- * screenshot goes to docs/dashboard/ for the user guide.
+ * screenshot goes to docs/dashboard/ for the user guide when HORSIES_DOCS_SCREENSHOTS=1 (see browser.ts).
  */
-import { mkdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { resolve } from 'node:path';
 import type { BrowserContext, Page } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
@@ -15,12 +13,10 @@ import { createWorker } from '../../src/worker/Worker.js';
 import type { Worker } from '../../src/worker/Worker.js';
 import { factoriesFor } from '../support/factories.js';
 import { eventually, useTestSchema } from '../support/db.js';
-import { launchBrowser } from './browser.js';
+import { launchBrowser, SCREENSHOTS } from './browser.js';
 import { serveDashboard } from './support.js';
 
 const TOKEN = 'browser-test-token';
-const SHOTS = resolve(import.meta.dirname, '../../docs/dashboard');
-mkdirSync(SHOTS, { recursive: true });
 
 const t = await useTestSchema();
 const app = t.app({
@@ -80,7 +76,7 @@ async function open(path: string, token = true): Promise<Page> {
 }
 
 async function shoot(page: Page, name: string): Promise<void> {
-  await page.screenshot({ path: `${SHOTS}/${name}.png`, fullPage: true });
+  await page.screenshot({ path: `${SCREENSHOTS}/${name}.png`, fullPage: true });
 }
 
 beforeAll(async () => {

@@ -2,11 +2,10 @@
  * The workflow and schedule pages in a real browser (Debian's Chromium, headless) against a real database and a
  * real worker: a finished workflow's graph shows each node's status; a running workflow is paused and resumed
  * through its buttons, and its subworkflow node leads to the child run, which leads back; triggering a schedule
- * from its page creates a task. Screenshots of the pages go to docs/dashboard/ for the user guide.
+ * from its page creates a task. Screenshots of the pages go to docs/dashboard/ for the user guide when
+ * HORSIES_DOCS_SCREENSHOTS=1 (see browser.ts).
  */
-import { mkdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { resolve } from 'node:path';
 import type { BrowserContext, Page } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
@@ -15,12 +14,10 @@ import { createWorker } from '../../src/worker/Worker.js';
 import type { Worker } from '../../src/worker/Worker.js';
 import { workflow } from '../../src/workflow/WorkflowDefinition.js';
 import { eventually, useTestSchema } from '../support/db.js';
-import { launchBrowser } from './browser.js';
+import { launchBrowser, SCREENSHOTS } from './browser.js';
 import { serveDashboard } from './support.js';
 
 const TOKEN = 'workflow-browser-token';
-const SHOTS = resolve(import.meta.dirname, '../../docs/dashboard');
-mkdirSync(SHOTS, { recursive: true });
 
 const t = await useTestSchema();
 // Tasks on `held` are served by no worker: their workflows stay running until a test moves them.
@@ -138,7 +135,7 @@ describe('workflow and schedule pages in a browser', () => {
     const controls = list.getByTestId('workflow-controls');
     await controls.getByRole('button', { name: 'Retry failed' }).waitFor();
     expect(await controls.getByRole('button').allInnerTexts()).toEqual(['Retry failed']);
-    await list.screenshot({ path: `${SHOTS}/workflow.png`, fullPage: true });
+    await list.screenshot({ path: `${SCREENSHOTS}/workflow.png`, fullPage: true });
   });
 
   it('pauses and resumes a running workflow with its buttons; its subworkflow node leads to the child and back', async () => {
@@ -166,7 +163,7 @@ describe('workflow and schedule pages in a browser', () => {
     expect(await handle.status()).toBe('PAUSED');
     const [child] = await app.listWorkflows({ name: 'orders.shipping', limit: 1 });
     expect(child).toMatchObject({ parentId: handle.id, status: 'PAUSED' });
-    await page.screenshot({ path: `${SHOTS}/workflow-paused.png`, fullPage: true });
+    await page.screenshot({ path: `${SCREENSHOTS}/workflow-paused.png`, fullPage: true });
 
     await controls.getByRole('button', { name: 'Resume' }).click();
     await page.getByTestId('action-message').getByText('resumed').waitFor();
@@ -207,6 +204,6 @@ describe('workflow and schedule pages in a browser', () => {
     expect(task?.task_name).toBe('orders.fetch');
     await row.getByTestId('schedule-last-task').getByText('COMPLETED').waitFor({ timeout: 15_000 });
     await eventually(async () => (await row.innerText()).includes('in '));
-    await page.screenshot({ path: `${SHOTS}/schedules.png`, fullPage: true });
+    await page.screenshot({ path: `${SCREENSHOTS}/schedules.png`, fullPage: true });
   });
 });
