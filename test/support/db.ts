@@ -4,11 +4,14 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { EventEmitter } from 'node:events';
+import type { StandardSchemaV1 } from '@standard-schema/spec';
 import pg from 'pg';
 import { pino } from 'pino';
-import { afterAll, afterEach, inject } from 'vitest';
+import { afterAll, afterEach, expect, inject } from 'vitest';
 import type { AppConfig } from '../../src/client/config.js';
 import { App } from '../../src/client/App.js';
+import type { TaskDefinition } from '../../src/client/TaskDefinition.js';
+import type { Worker } from '../../src/worker/Worker.js';
 
 /** Connection string of the test server. */
 export function databaseUrl(): string {
@@ -129,4 +132,20 @@ export function trackStarts(worker: {
         resolve();
       });
     });
+}
+
+/** Sends `count` tasks of `task` with inputs `{ i }`, runs `worker` until each has succeeded, and stops it. */
+export async function drainWith<S extends StandardSchemaV1<{ i: number }>, R>(
+  worker: Worker,
+  task: TaskDefinition<S, R>,
+  count: number,
+): Promise<void> {
+  const handles = await task.sendMany(Array.from({ length: count }, (_, i) => ({ input: { i } })));
+  await worker.start();
+  try {
+    const results = await Promise.all(handles.map((h) => h.result({ timeoutMs: 30_000 })));
+    expect(results.every((r) => r.ok)).toBe(true);
+  } finally {
+    await worker.stop();
+  }
 }

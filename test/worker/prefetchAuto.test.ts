@@ -4,10 +4,9 @@
  */
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import type { TaskDefinition } from '../../src/client/TaskDefinition.js';
 import type { Worker } from '../../src/worker/Worker.js';
 import { createWorker } from '../../src/worker/Worker.js';
-import { useTestSchema } from '../support/db.js';
+import { drainWith, useTestSchema } from '../support/db.js';
 
 const t = await useTestSchema();
 
@@ -23,29 +22,13 @@ function heldAhead(worker: Worker): { count: number; largestClaim: number } {
   return seen;
 }
 
-/** Sends `count` tasks, runs `worker` until each has succeeded, and stops it. */
-async function drain(
-  worker: Worker,
-  task: TaskDefinition<z.ZodObject<{ i: z.ZodNumber }>, number>,
-  count: number,
-): Promise<void> {
-  const handles = await task.sendMany(Array.from({ length: count }, (_, i) => ({ input: { i } })));
-  await worker.start();
-  try {
-    const results = await Promise.all(handles.map((h) => h.result({ timeoutMs: 30_000 })));
-    expect(results.every((r) => r.ok)).toBe(true);
-  } finally {
-    await worker.stop();
-  }
-}
-
 describe("prefetch: 'auto'", () => {
   it('claims ahead of its slots for short tasks', async () => {
     const app = t.app();
     const quick = app.task({ name: 'auto.quick', input: z.object({ i: z.number() }), handler: ({ i }) => i });
     const worker = createWorker(app, { concurrency: 2, prefetch: 'auto', prefetchWindowMs: 50 });
     const seen = heldAhead(worker);
-    await drain(worker, quick, 2_000);
+    await drainWith(worker, quick, 2_000);
     expect(seen.count).toBeGreaterThan(0);
     expect(seen.largestClaim).toBeGreaterThan(2);
   });
@@ -62,7 +45,7 @@ describe("prefetch: 'auto'", () => {
     });
     const worker = createWorker(app, { concurrency: 2, prefetch: 'auto' });
     const seen = heldAhead(worker);
-    await drain(worker, slow, 10);
+    await drainWith(worker, slow, 10);
     expect(seen.count).toBe(0);
     expect(seen.largestClaim).toBeLessThanOrEqual(2);
   });
