@@ -142,33 +142,8 @@ export interface TaskInsertConflictRow {
  */
 export const TaskInsertMany = statement<{ tasks: TaskInsert[] }, TaskInsertConflictRow>(
   'TaskInsertMany',
-  `WITH input AS (
-     SELECT * FROM json_to_recordset($1::json)
-       AS i(id text, task_name text, queue_name text, priority int, kwargs jsonb, delay_ms int, run_at timestamptz,
-            good_until timestamptz, enqueue_sha text, idempotency_key text, max_retries int, retention_ms bigint,
-            task_options jsonb, sent_at timestamptz, trace_context jsonb, group_key text)
-   ), inserted AS (
-     INSERT INTO {{schema}}.horsies_tasks
-       (id, task_name, queue_name, priority, kwargs, status, sent_at, enqueued_at, good_until, enqueue_sha,
-        idempotency_key, max_retries, retention_ms, task_options, trace_context, group_key)
-     SELECT id, task_name, queue_name, priority, kwargs, 'PENDING', COALESCE(sent_at, now()),
-            COALESCE(run_at, now() + delay_ms * interval '1 millisecond'), good_until, enqueue_sha,
-            idempotency_key, max_retries, retention_ms, task_options, trace_context, group_key
-     FROM input
-     ON CONFLICT DO NOTHING
-     RETURNING id
-   )
-   SELECT i.id AS requested_id, t.id, t.enqueue_sha
-   FROM input i
-   LEFT JOIN inserted n ON n.id = i.id
-   LEFT JOIN LATERAL (
-     -- Looked up only for the rows the insert skipped (n.id IS NULL), not for every row sent.
-     SELECT e.id, e.enqueue_sha FROM {{schema}}.horsies_tasks e
-     WHERE n.id IS NULL
-       AND (e.id = i.id OR (i.idempotency_key IS NOT NULL AND e.idempotency_key = i.idempotency_key))
-     LIMIT 1
-   ) t ON true
-   WHERE n.id IS NULL`,
+  // The statement is horsies_insert_tasks's (migration 21), which keeps its lookups on the indexes.
+  'SELECT * FROM {{schema}}.horsies_insert_tasks($1::json)',
   ({ tasks }) => [`[${tasks.map(insertJson).join(',')}]`],
 );
 
