@@ -6,13 +6,18 @@
 -- while the table was nearly empty (a new deployment, the first sends of the day on a fresh table) kept a plan
 -- that reads the whole table, and kept it as the table grew, until the table's first ANALYZE: one read of the
 -- whole table per repeated id or key. horsies_insert_tasks runs the same statement with sequential scans of tables
--- disabled (the input and the inserted rows are read as before), as migration 20 does for the hot path.
+-- disabled (the input and the inserted rows are read as before), as migration 20 does for the hot path. In PL/pgSQL,
+-- so that a connection plans it once on every PostgreSQL version (a SQL function's body is planned at each call
+-- before PostgreSQL 18).
 
 CREATE FUNCTION {{schema}}.horsies_insert_tasks(p_tasks json)
 RETURNS TABLE (requested_id text, id varchar, enqueue_sha varchar)
-LANGUAGE sql
+LANGUAGE plpgsql
 SET enable_seqscan = off
 AS $$
+#variable_conflict use_column
+BEGIN
+  RETURN QUERY
   WITH input AS (
     SELECT * FROM json_to_recordset(p_tasks)
       AS i(id text, task_name text, queue_name text, priority int, kwargs jsonb, delay_ms int, run_at timestamptz,
@@ -39,5 +44,6 @@ AS $$
       AND (e.id = i.id OR (i.idempotency_key IS NOT NULL AND e.idempotency_key = i.idempotency_key))
     LIMIT 1
   ) t ON true
-  WHERE n.id IS NULL
+  WHERE n.id IS NULL;
+END;
 $$;
