@@ -280,17 +280,14 @@ export class Dispatcher {
 
   /**
    * Hands back to PENDING the claimed tasks that have waited `holdMs` for a slot (not those waiting for a rate
-   * limiter or a soft cap: every worker would wait for those), so that another worker can run them; until a run
-   * ends here, the worker claims only for free slots.
+   * limiter or a soft cap), so that another worker can run them; until a run ends here, the worker claims only for
+   * free slots.
    */
   private async handBackStale(): Promise<void> {
     if (!this.active || this.options.holdMs <= 0) return;
     const cutoff = Date.now() - this.options.holdMs;
     const stale = this.waiting.filter(
-      (t) =>
-        !this.notBefore.has(t.id) &&
-        !this.caps.gatesStart(t.queue_name) &&
-        (this.held.get(t.id)?.since ?? Infinity) <= cutoff,
+      (t) => this.mayHandBack(t) && (this.held.get(t.id)?.since ?? Infinity) <= cutoff,
     );
     if (stale.length === 0) return;
     const staleIds = new Set(stale.map((t) => t.id));
@@ -299,10 +296,20 @@ export class Dispatcher {
     await this.handBack(stale, `no slot freed for them within ${this.options.holdMs} ms`);
   }
 
-  // Checks for tasks waiting past holdMs once the oldest of them would be.
+  // A task waiting for a rate limiter or a soft cap stays: every worker would wait for it too.
+  private mayHandBack(task: ClaimedTaskRow): boolean {
+    return !this.notBefore.has(task.id) && !this.caps.gatesStart(task.queue_name);
+  }
+
+  // Checks for tasks waiting past holdMs once the oldest of those that may go back would be. (Timed on all of
+  // them, a task a limiter or a cap holds past holdMs would set the check for 1 ms from now, again and again.)
   private armHold(): void {
-    if (this.holdTimer || !this.active || this.options.holdMs <= 0 || this.waiting.length === 0) return;
-    const oldest = Math.min(...this.waiting.map((t) => this.held.get(t.id)?.since ?? Date.now()));
+    if (this.holdTimer || !this.active || this.options.holdMs <= 0) return;
+    let oldest = Infinity;
+    for (const task of this.waiting) {
+      if (this.mayHandBack(task)) oldest = Math.min(oldest, this.held.get(task.id)?.since ?? Date.now());
+    }
+    if (oldest === Infinity) return;
     this.holdTimer = setTimeout(
       () => {
         this.holdTimer = null;

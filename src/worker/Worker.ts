@@ -8,7 +8,8 @@
  * `concurrency` bounds running handlers; `prefetch` lets the worker hold that many more claimed tasks ready
  * (protected by their claim lease and claimer heartbeats), or with `'auto'` as many as its recent rate of ended runs
  * says it will start within `prefetchWindowMs`; what waits longer than `prefetchHoldMs` for a slot is handed back.
- * With `prefetch` 0 (the default) the tasks in CLAIMED or RUNNING for this worker never exceed its concurrency.
+ * With `prefetch` 0 (the default) the tasks this worker has claimed or running never exceed its concurrency (its
+ * RUNNING rows also count runs that ended and wait for their outcome to be written: see `completionBatchSize`).
  *
  * Shutdown: stop claiming; hand claimed-but-not-started tasks back to PENDING at once; apply each running task's
  * shutdown policy (`continue` finishes within `drainTimeoutMs`, `resubmit` goes back to PENDING, `stop` fails with

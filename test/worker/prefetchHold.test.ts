@@ -3,7 +3,7 @@
  * worker whose slots are held by long runs does not keep what another worker could run; it then claims nothing
  * ahead until one of its runs ends.
  */
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { z } from 'zod';
 import { createWorker } from '../../src/worker/Worker.js';
 import { trackStarts, useTestSchema, waitForEvent } from '../support/db.js';
@@ -91,5 +91,53 @@ describe('prefetchHoldMs', () => {
     expect([...(await claimedAgain)[0]].sort()).toEqual(more.map((h) => h.id).sort());
     for (const h of more) expect((await h.result({ timeoutMs: 10_000 })).ok).toBe(true);
     await first.worker.stop();
+  });
+
+  it('keeps tasks a soft cap holds past the hold, without checking them for it again and again', async () => {
+    const queue = 'hold_capped';
+    const app = t.app({ queues: [queue], clusterWideCap: 1, capMode: 'soft', prefetchBuffer: 2 });
+    const release = gate();
+    const long = app.task({ name: 'capped.long', input: z.object({}), queue, handler: () => release.wait });
+    const quick = app.task({
+      name: 'capped.quick',
+      input: z.object({ i: z.number() }),
+      queue,
+      handler: ({ i }) => i,
+    });
+    const worker = createWorker(app, {
+      concurrency: 2,
+      prefetch: 2,
+      prefetchHoldMs: 100,
+      pollIntervalMs: 1_000,
+      maintenance: false,
+    });
+    const starts = trackStarts(worker);
+    await worker.start();
+    try {
+      await starts((await long.send({})).id);
+      // Claimed within the cap's buffer; their starts wait for the cap, which the long run holds.
+      const claimed = waitForEvent(worker, 'task:claimed', (ids) => ids.length === 2);
+      const handles = await quick.sendMany([0, 1].map((i) => ({ input: { i } })));
+      await claimed;
+      await new Promise((resolve) => setTimeout(resolve, 150));
+      // Past the hold: count the checks for tasks past it, each a timer of its own. Timed on the tasks the cap
+      // holds, the next check came 1 ms later, again and again (about 270 in these 300 ms).
+      const timers = vi.spyOn(globalThis, 'setTimeout');
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      const checks = timers.mock.calls.filter(([, ms]) => ms === 1).length;
+      timers.mockRestore();
+      expect(checks).toBeLessThan(5);
+      const rows = await t.query<{ status: string; claimed_by_worker_id: string }>(
+        `SELECT status, claimed_by_worker_id FROM {{schema}}.horsies_tasks WHERE id = ANY ($1)`,
+        [handles.map((h) => h.id)],
+      );
+      expect(rows).toEqual(handles.map(() => ({ status: 'CLAIMED', claimed_by_worker_id: worker.id })));
+      release.open();
+      for (const [i, h] of handles.entries())
+        expect(await h.result({ timeoutMs: 10_000 })).toEqual({ ok: true, value: i });
+    } finally {
+      release.open();
+      await worker.stop();
+    }
   });
 });
