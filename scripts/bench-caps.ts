@@ -1,9 +1,10 @@
 /**
  * Claim throughput with no caps against a cluster-wide cap, per-queue limits, a rate limiter on each queue (set
  * high enough never to bind: what the limited claim and start cost) and a per-group limit with the tasks spread over
- * 1,000 groups, in one run on one database. `npm run bench:caps` (uses DATABASE_URL, or starts an embedded
- * PostgreSQL; TASKS and ROUNDS size it). Prints tasks/s per setting (median and min–max over interleaved rounds) and
- * each setting's ratio to the one without limits.
+ * 1,000 groups, and a soft cluster cap with claims held beyond it (their starts wait for the cap), in one run on one
+ * database. `npm run bench:caps` (uses DATABASE_URL, or starts an embedded PostgreSQL; TASKS and ROUNDS size it, ONLY
+ * keeps the settings whose name contains it). Prints tasks/s per setting (median and min–max over interleaved rounds),
+ * each setting's ratio to the one without limits, and the database's transactions per task.
  */
 import { pino } from 'pino';
 import { z } from 'zod';
@@ -19,6 +20,8 @@ const CONCURRENCY = 8;
 const settings: Record<string, Partial<AppConfig>> = {
   'no caps': {},
   'cluster cap 12': { clusterWideCap: 12 },
+  // 16 slots claim up to 12 + 4, and 4 claimed tasks at a time wait for room to start.
+  'soft cluster cap 12, buffer 4': { clusterWideCap: 12, capMode: 'soft', prefetchBuffer: 4 },
   'queue limits 6+6': {
     queues: [
       { name: 'a', maxConcurrency: 6 },
@@ -49,7 +52,13 @@ const settings: Record<string, Partial<AppConfig>> = {
 /** Settings whose tasks are sent in groups, and how many groups. */
 const GROUPS: Record<string, number> = { '1,000 groups, 4 per group': 1_000 };
 
-async function round(databaseUrl: string, name: string, extra: Partial<AppConfig>): Promise<number> {
+interface Sample {
+  rate: number;
+  /** Transactions the database committed or rolled back per task, during the drain. */
+  xactsPerTask: number;
+}
+
+async function round(databaseUrl: string, name: string, extra: Partial<AppConfig>): Promise<Sample> {
   const config: AppConfig = {
     databaseUrl,
     schema: 'bench_caps',
@@ -83,14 +92,28 @@ async function round(databaseUrl: string, name: string, extra: Partial<AppConfig
       });
     }
   });
+  const xacts = async (): Promise<number> => {
+    const { rows } = await producer.db.pool.query<{ n: string }>(
+      `SELECT xact_commit + xact_rollback AS n FROM pg_stat_database WHERE datname = current_database()`,
+    );
+    return Number(rows[0]!.n);
+  };
+  await producer.db.pool.query('SELECT pg_stat_clear_snapshot()');
+  const xacts0 = await xacts();
   const started = performance.now();
   await Promise.all(workers.map((w) => w.start()));
   await finished;
   const rate = TASKS / ((performance.now() - started) / 1000);
+  // The statistics reach pg_stat_database when each backend reports them (at most a second after its transaction).
+  await new Promise((resolve) => setTimeout(resolve, 1_100));
+  await producer.db.pool.query('SELECT pg_stat_clear_snapshot()');
+  const xactsPerTask = ((await xacts()) - xacts0) / TASKS;
   await Promise.all(workers.map((w) => w.stop()));
   await Promise.all([...apps, producer].map((a) => a.close()));
-  process.stdout.write(`  ${name}: ${Math.round(rate)} tasks/s\n`);
-  return rate;
+  process.stdout.write(
+    `  ${name}: ${Math.round(rate)} tasks/s, ${xactsPerTask.toFixed(2)} transactions per task\n`,
+  );
+  return { rate, xactsPerTask };
 }
 
 function median(values: number[]): number {
@@ -99,22 +122,29 @@ function median(values: number[]): number {
 }
 
 async function measure(url: string): Promise<void> {
-  const samples = new Map<string, number[]>(Object.keys(settings).map((k) => [k, []]));
+  const only = process.env.ONLY;
+  const chosen = Object.entries(settings).filter(
+    ([name]) => name === 'no caps' || !only || name.includes(only),
+  );
+  const samples = new Map<string, Sample[]>(chosen.map(([k]) => [k, []]));
   for (let r = 1; r <= ROUNDS; r += 1) {
     console.log(
       `round ${r}/${ROUNDS} (${TASKS} no-op tasks over 2 queues, ${WORKERS} workers x ${CONCURRENCY})`,
     );
-    for (const [name, extra] of Object.entries(settings))
-      samples.get(name)!.push(await round(url, name, extra));
+    for (const [name, extra] of chosen) samples.get(name)!.push(await round(url, name, extra));
   }
-  const base = median(samples.get('no caps')!);
-  console.log('\nsetting                              tasks/s (median, min–max)   vs no caps');
-  for (const [name, values] of samples) {
+  const base = median(samples.get('no caps')!.map((s) => s.rate));
+  console.log(
+    '\nsetting                              tasks/s (median, min–max)   vs no caps  transactions/task',
+  );
+  for (const [name, sampled] of samples) {
+    const values = sampled.map((s) => s.rate);
     const m = median(values);
     const range = `${Math.round(Math.min(...values))}–${Math.round(Math.max(...values))}`;
     console.log(
       `${name.padEnd(36)} ${String(Math.round(m)).padStart(7)} (${range})`.padEnd(64) +
-        `${(m / base).toFixed(2)}x`,
+        `${(m / base).toFixed(2)}x`.padEnd(12) +
+        median(sampled.map((s) => s.xactsPerTask)).toFixed(2),
     );
   }
 }

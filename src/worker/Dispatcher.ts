@@ -5,7 +5,8 @@
  *
  * Starts go out in batches (runs that end in the same turn of the event loop start their successors in one
  * statement), respect each task's per-worker limit, and, in soft cap mode, pass the cap's gate: what finds no
- * room waits for a freed slot, a finished task elsewhere, or the next poll. When nothing is waiting and no limit or
+ * room waits until room may have opened (an outcome written here, a task finished elsewhere) or for a retry that
+ * backs off from 1 ms to the poll interval while nothing happens. When nothing is waiting and no limit or
  * gate applies, the producer's claim may start tasks itself in free slots it reserves here (`reserveStarts`).
  */
 import type { StandardSchemaV1 } from '@standard-schema/spec';
@@ -44,7 +45,7 @@ export interface DispatcherOptions {
   workerId: string;
   /** Handlers running at once. */
   concurrency: number;
-  /** Retry of starts the soft cap deferred. */
+  /** Longest wait before starts the soft cap deferred try again with nothing heard meanwhile (the poll interval). */
   retryMs: number;
   /** Claimed tasks waiting longer than this for a slot are handed back (see WorkerConfig.prefetchHoldMs); 0: never. */
   holdMs: number;
@@ -66,6 +67,13 @@ export class Dispatcher {
   private readonly starts = new Set<Promise<void>>();
   private scheduled = false;
   private retryTimer: NodeJS.Timeout | null = null;
+  /**
+   * The last start under a soft cap found no room: tasks whose starts it gates are not offered again until room may
+   * have opened ({@link capRoomMayHaveOpened}) or the retry timer fires.
+   */
+  private capBlocked = false;
+  /** Wait before the next retry of a start the cap deferred; doubles, up to `retryMs`, while nothing is heard. */
+  private capRetryMs = 0;
   private active = true;
   /** Held tasks in the `finishing` phase. */
   private finishing = 0;
@@ -221,7 +229,21 @@ export class Dispatcher {
       this.held.delete(id);
       this.notBefore.delete(id);
     }
+    this.capRoomMayHaveOpened();
     this.hooks.onReleased();
+  }
+
+  /**
+   * A task finished (here: its outcome was written, or it left the worker; elsewhere: its `task_done` was heard), so
+   * a soft cap may have room again: the starts it deferred try again now, and their next wait starts from 1 ms.
+   */
+  capRoomMayHaveOpened(): void {
+    this.capRetryMs = 0;
+    if (!this.capBlocked) return;
+    this.capBlocked = false;
+    if (this.retryTimer) clearTimeout(this.retryTimer);
+    this.retryTimer = null;
+    this.scheduleDispatch();
   }
 
   /**
@@ -354,7 +376,10 @@ export class Dispatcher {
     const rest: ClaimedTaskRow[] = [];
     const now = Date.now();
     for (const task of this.waiting) {
-      if ((this.notBefore.get(task.id) ?? 0) > now) {
+      if (
+        (this.notBefore.get(task.id) ?? 0) > now ||
+        (this.capBlocked && this.caps.gatesStart(task.queue_name))
+      ) {
         rest.push(task);
         continue;
       }
@@ -404,9 +429,10 @@ export class Dispatcher {
       // Launched after the start committed (startWithin's transaction), never inside it.
       this.executor.launch(started, rows);
       if (deferred.length === 0) continue;
+      if (started.length > 0) this.capRetryMs = 0;
       for (const task of deferred) this.setPhase(task.id, 'claimed');
       this.waiting.unshift(...deferred);
-      this.retryLater();
+      this.waitForCapRoom();
     }
   }
 
@@ -426,12 +452,20 @@ export class Dispatcher {
     }
   }
 
-  private retryLater(): void {
-    if (this.retryTimer || !this.active) return;
+  // The cap had no room for every start: those it gates wait for a sign that room opened, or for a retry that backs
+  // off while none comes (a start tried again at once after each deferral is a cap-lock transaction per round trip,
+  // for as long as a long run holds the cap).
+  private waitForCapRoom(): void {
+    if (!this.active) return;
+    this.capBlocked = true;
+    this.capRetryMs = Math.min(this.options.retryMs, Math.max(1, this.capRetryMs * 2));
+    if (this.retryTimer) clearTimeout(this.retryTimer);
     this.retryTimer = setTimeout(() => {
       this.retryTimer = null;
+      this.capBlocked = false;
       this.scheduleDispatch();
-    }, this.options.retryMs);
+    }, this.capRetryMs);
+    this.retryTimer.unref?.();
   }
 
   private countByName(phases: Phase[]): Map<string, number> {

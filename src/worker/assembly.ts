@@ -394,7 +394,7 @@ function wakeOnNotifications(
   const doneChannel = channels.taskDone(schema);
   listener.on('notification', (channel) => {
     if (channel === cancelChannel) return;
-    if (channel === doneChannel) dispatcher.scheduleDispatch();
+    if (channel === doneChannel) dispatcher.capRoomMayHaveOpened();
     producer.wake();
   });
   listener.on('reconnect', () => {
