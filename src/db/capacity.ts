@@ -1,38 +1,60 @@
 /**
  * Capacity statements: the lock and counts behind exact caps, pausing queues, and the per-queue overview.
  *
- * A capped claim runs in one transaction: take the cap's advisory transaction lock, count what is in flight
- * (with a snapshot taken after the lock, so every earlier holder's claims are visible), claim at most the room
- * left, commit (which releases the lock). Without caps no lock is taken and claimers never wait on each other.
+ * A capped claim takes the cap's advisory transaction lock, counts what is in flight (with a snapshot taken after
+ * the lock, so every earlier holder's claims are visible), claims at most the room left and commits (which releases
+ * the lock), all in one statement. Without caps no lock is taken and claimers never wait on each other.
  */
 import { statement } from './Database.js';
+import { TaskClaim, TaskClaimAndStart, claimAndStartSql } from './tasks.js';
+import type { ClaimAndStartParams, ClaimAndStartRow, ClaimParams, ClaimedTaskRow } from './tasks.js';
 
-/** Takes the advisory transaction lock named by `key` (held until commit). */
-export const CapLock = statement<{ key: string }, Record<string, never>>(
-  'CapLock',
-  `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`,
-  ({ key }) => [key],
-);
-
-/** What is in flight, cluster-wide and in one queue. A claim counts while its lease has not expired. */
-export interface CapUsageRow {
-  cluster_in_flight: number;
-  cluster_running: number;
-  queue_in_flight: number;
-  queue_running: number;
+/** A cap: its advisory lock and the limits that apply. */
+export interface CapLimits {
+  /** Names the cap's advisory transaction lock (one per cluster cap, or per capped queue). */
+  key: string;
+  /** The cluster-wide cap, when the app sets one. */
+  clusterCap: number | null;
+  /** The queue's `maxConcurrency`, when it sets one. */
+  queueCap: number | null;
+  /** May be held beyond the caps (soft mode's `prefetchBuffer`, for claims). */
+  extra: number;
 }
 
-/** Counts in-flight and running tasks, over all queues and in `queue`. */
-export const CapUsage = statement<{ queue: string }, CapUsageRow>(
-  'CapUsage',
-  `SELECT count(*) FILTER (WHERE status = 'RUNNING' OR claim_expires_at > now())::int AS cluster_in_flight,
-          count(*) FILTER (WHERE status = 'RUNNING')::int AS cluster_running,
-          count(*) FILTER (WHERE queue_name = $1 AND (status = 'RUNNING' OR claim_expires_at > now()))::int
-            AS queue_in_flight,
-          count(*) FILTER (WHERE queue_name = $1 AND status = 'RUNNING')::int AS queue_running
-   FROM {{schema}}.horsies_tasks
-   WHERE claimed`,
-  ({ queue }) => [queue],
+/**
+ * Takes the cap's advisory transaction lock (held until commit) and returns the room left under the caps for
+ * `queue`, counted after the lock was granted (`horsies_cap_room`, migration 22): RUNNING tasks only with
+ * `running` (a soft mode's start), otherwise everything in flight (a claim). In a transaction, what follows it up
+ * to the commit runs under the lock.
+ */
+export const CapRoom = statement<CapLimits & { queue: string; running: boolean }, { room: number }>(
+  'CapRoom',
+  `SELECT {{schema}}.horsies_cap_room($1, $2, $3, $4, $5, $6) AS room`,
+  (p) => [p.key, p.queue, p.clusterCap, p.queueCap, p.extra, p.running],
+);
+
+/**
+ * A claim (as `TaskClaim`) of at most the room left under a cap, in one statement: its limit is the cap's room,
+ * counted under the cap's lock, and it commits, releasing the lock, as it returns.
+ */
+export const TaskClaimWithinCap = statement<ClaimParams & { cap: CapLimits }, ClaimedTaskRow>(
+  'TaskClaimWithinCap',
+  `SELECT * FROM {{schema}}.horsies_claim_tasks(
+     $1, $2::text[], LEAST($3, {{schema}}.horsies_cap_room($9, $1, $10, $11, $12, false)), $4, $5, $6, $7, $8)`,
+  (p) => [...TaskClaim.values(p), p.cap.key, p.cap.clusterCap, p.cap.queueCap, p.cap.extra],
+);
+
+/**
+ * A claim that starts (as `TaskClaimAndStart`) of at most the room left under a cap whose starts are not gated (hard
+ * mode), in one statement, as {@link TaskClaimWithinCap}.
+ */
+export const TaskClaimAndStartWithinCap = statement<
+  ClaimAndStartParams & { cap: CapLimits },
+  ClaimAndStartRow
+>(
+  'TaskClaimAndStartWithinCap',
+  claimAndStartSql('LEAST($3, {{schema}}.horsies_cap_room($13, $1, $14, $15, $16, false))'),
+  (p) => [...TaskClaimAndStart.values(p), p.cap.key, p.cap.clusterCap, p.cap.queueCap, p.cap.extra],
 );
 
 /** Pauses or resumes a queue. */

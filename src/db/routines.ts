@@ -1,7 +1,8 @@
 /**
  * The server-side routines of the hot path (claim, start, claim that starts: `horsies_claim_tasks`,
  * `horsies_start_tasks`, `horsies_claim_and_start`, called by `TaskClaim`, `TaskStartMany` and
- * `TaskClaimAndStart` in `tasks.ts`) live in the database, created by migrations. A hand edit of one of them in
+ * `TaskClaimAndStart` in `tasks.ts`; the room under a cap, `horsies_cap_room`, called by `CapRoom` and
+ * `TaskClaimWithinCap` in `capacity.ts`) live in the database, created by migrations. A hand edit of one of them in
  * a live database would change how every worker claims, unseen by the code: {@link routineDrift} compares each
  * installed body with the one its newest migration defines.
  */
@@ -15,6 +16,7 @@ export const HOT_ROUTINES = [
   'horsies_claim_tasks',
   'horsies_start_tasks',
   'horsies_claim_and_start',
+  'horsies_cap_room',
 ] as const;
 
 /** The installed source of routines of a schema, by name. */

@@ -341,22 +341,33 @@ export interface ClaimAndStartRow extends ClaimedTaskRow {
   started_at: Date | null;
 }
 
+/** Parameters of {@link TaskClaimAndStart}. */
+export type ClaimAndStartParams = ClaimParams & {
+  start: number;
+  waitForFlush?: boolean;
+  notify?: DoneNotice;
+};
+
+/**
+ * The text of {@link TaskClaimAndStart}, with `limit` as the claim's limit (`$3`, or an expression of it). With
+ * `notify`, the claim also sends task_done notifications of outcomes written earlier (see TaskDoneNotify), delivered
+ * at its commit: one round trip where two were. Only for a claim that does not wait for its WAL flush, so that it
+ * holds the notification lock for a moment only.
+ */
+export function claimAndStartSql(limit: string): string {
+  return `WITH done AS (SELECT count(pg_notify($11, chunk)) FROM unnest($12::text[]) AS chunk)
+   SELECT c.* FROM done, {{schema}}.horsies_claim_and_start($1, $2::text[], ${limit}, $4, $5, $6, $7, $8, $9, $10) c`;
+}
+
 /**
  * A claim as {@link TaskClaim} that writes the first `start` of the claimed tasks (in claim order) RUNNING at
  * once, in the same row update and commit (`horsies_claim_and_start`, migration 15); the others stay CLAIMED.
  * Rows come back in no particular order. The commit waits for its WAL flush only when it starts tasks and
  * `waitForFlush` is set (see migration 15 for why that is safe).
  */
-export const TaskClaimAndStart = statement<
-  ClaimParams & { start: number; waitForFlush?: boolean; notify?: DoneNotice },
-  ClaimAndStartRow
->(
+export const TaskClaimAndStart = statement<ClaimAndStartParams, ClaimAndStartRow>(
   'TaskClaimAndStart',
-  // With `notify`, the claim also sends task_done notifications of outcomes written earlier (see TaskDoneNotify),
-  // delivered at its commit: one round trip where two were. Only for a claim that does not wait for its WAL flush,
-  // so that it holds the notification lock for a moment only.
-  `WITH done AS (SELECT count(pg_notify($11, chunk)) FROM unnest($12::text[]) AS chunk)
-   SELECT c.* FROM done, {{schema}}.horsies_claim_and_start($1, $2::text[], $3, $4, $5, $6, $7, $8, $9, $10) c`,
+  claimAndStartSql('$3'),
   (params) => [
     ...TaskClaim.values(params),
     params.start,

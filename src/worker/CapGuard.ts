@@ -1,16 +1,17 @@
 /**
- * Exact capacity caps: a cluster-wide cap over all queues and a `maxConcurrency` per queue. A capped claim runs
- * in one transaction under the cap's advisory lock (the cluster lock when a cluster cap is set, else the queue's
- * lock), counts what is in flight with a snapshot taken after the lock, and claims at most the room left; so no
- * interleaving of claimers can pass a cap. Queues without a cap, in an app without a cluster cap, never lock.
+ * Exact capacity caps: a cluster-wide cap over all queues and a `maxConcurrency` per queue. A capped claim takes
+ * the cap's advisory lock (the cluster lock when a cluster cap is set, else the queue's lock), counts what is in
+ * flight with a snapshot taken after the lock, and claims at most the room left, in one statement whose commit
+ * releases the lock; so no interleaving of claimers can pass a cap. Queues without a cap, in an app without a
+ * cluster cap, never lock.
  *
  * Modes: `hard` (default) counts CLAIMED and RUNNING tasks; `soft` lets claims run `prefetchBuffer` over the cap
  * (tasks held ready) and gates the start instead, under the same lock, so RUNNING never passes the cap. Either
  * way a claim whose lease expired (a dead worker's) no longer counts.
  */
 import type { Database, Queryable } from '../db/Database.js';
-import { CapLock, CapUsage } from '../db/capacity.js';
-import type { CapUsageRow } from '../db/capacity.js';
+import { CapRoom } from '../db/capacity.js';
+import type { CapLimits } from '../db/capacity.js';
 
 /** Cap settings, from the app config. */
 export interface CapSettings {
@@ -38,15 +39,17 @@ export class CapGuard {
     return this.settings.mode === 'soft' && this.applies(queue);
   }
 
-  /** Claims up to `limit` from `queue` within the caps; `claim` runs the claim statement on the locked connection. */
+  /**
+   * Claims up to `limit` from `queue` within the caps, with a claim of more than one statement: `claim` runs on the
+   * connection that holds the cap's lock, with the room left.
+   */
   claimWithin<R>(
     queue: string,
     limit: number,
     claim: (on: Queryable, limit: number) => Promise<R[]>,
   ): Promise<R[]> {
-    const buffer = this.settings.mode === 'soft' ? this.settings.prefetchBuffer : 0;
-    return this.locked(queue, async (on, usage) => {
-      const room = Math.min(limit, this.room(queue, usage, 'in_flight', buffer));
+    return this.locked(queue, false, async (on, room) => {
+      room = Math.min(limit, room);
       return room > 0 ? claim(on, room) : [];
     });
   }
@@ -57,39 +60,34 @@ export class CapGuard {
     count: number,
     start: (on: Queryable, room: number) => Promise<R>,
   ): Promise<R> {
-    return this.locked(queue, (on, usage) =>
-      start(on, Math.max(0, Math.min(count, this.room(queue, usage, 'running', 0)))),
-    );
+    return this.locked(queue, true, (on, room) => start(on, Math.min(count, room)));
   }
 
-  private room(queue: string, usage: CapUsageRow, counted: 'in_flight' | 'running', extra: number): number {
-    let room = Number.POSITIVE_INFINITY;
-    const { clusterWideCap, queueCaps } = this.settings;
-    if (clusterWideCap !== null) {
-      room = Math.min(
-        room,
-        clusterWideCap + extra - (counted === 'in_flight' ? usage.cluster_in_flight : usage.cluster_running),
-      );
-    }
-    const queueCap = queueCaps.get(queue);
-    if (queueCap !== undefined) {
-      room = Math.min(
-        room,
-        queueCap + extra - (counted === 'in_flight' ? usage.queue_in_flight : usage.queue_running),
-      );
-    }
-    return room;
+  /**
+   * The caps of `queue` for a statement that counts its room itself (`TaskClaimWithinCap`, `CapRoom`): a claim may
+   * hold the soft mode's buffer beyond them, a start may not.
+   */
+  limits(queue: string, what: 'claim' | 'start'): CapLimits {
+    const { clusterWideCap, queueCaps, mode, prefetchBuffer } = this.settings;
+    return {
+      // One lock for every capped claim of the app with a cluster cap, otherwise one per capped queue.
+      key:
+        clusterWideCap !== null ? `horsies.cap.${this.db.schema}` : `horsies.cap.${this.db.schema}.${queue}`,
+      clusterCap: clusterWideCap,
+      queueCap: queueCaps.get(queue) ?? null,
+      extra: what === 'claim' && mode === 'soft' ? prefetchBuffer : 0,
+    };
   }
 
-  private locked<T>(queue: string, fn: (on: Queryable, usage: CapUsageRow) => Promise<T>): Promise<T> {
-    const key =
-      this.settings.clusterWideCap !== null
-        ? `horsies.cap.${this.db.schema}`
-        : `horsies.cap.${this.db.schema}.${queue}`;
+  private locked<T>(
+    queue: string,
+    running: boolean,
+    fn: (on: Queryable, room: number) => Promise<T>,
+  ): Promise<T> {
     return this.db.transaction(async (client) => {
-      await this.db.run(CapLock, { key }, client);
-      const [usage] = await this.db.run(CapUsage, { queue }, client);
-      return fn(client, usage!);
+      const cap = this.limits(queue, running ? 'start' : 'claim');
+      const [row] = await this.db.run(CapRoom, { ...cap, queue, running }, client);
+      return fn(client, row!.room);
     });
   }
 }

@@ -5,7 +5,8 @@
  * (`TaskClaimAndStart`: those go from PENDING to RUNNING in one row update).
  */
 import type { Database } from '../db/Database.js';
-import { TaskClaim, TaskClaimAndStart, inClaimOrder } from '../db/tasks.js';
+import { TaskClaimAndStartWithinCap, TaskClaimWithinCap } from '../db/capacity.js';
+import { TaskClaimAndStart, inClaimOrder } from '../db/tasks.js';
 import type { ClaimAndStartRow, ClaimedTaskRow, WorkerIdentity } from '../db/tasks.js';
 import type { CapGuard } from './CapGuard.js';
 import type { StartedWithClaim } from './Dispatcher.js';
@@ -82,7 +83,7 @@ export class Producer {
       const wanted = limit - claimed.length;
       const { rows, started } = this.flow?.applies(queue)
         ? await this.claimLimited(this.flow, queue, taskNames, wanted)
-        : this.caps.applies(queue)
+        : this.caps.gatesStart(queue)
           ? { rows: await this.claimCapped(queue, taskNames, wanted), started: undefined }
           : await this.claimAndStart(queue, taskNames, wanted);
       if (rows.length === 0) continue;
@@ -96,15 +97,17 @@ export class Producer {
     return claimed;
   }
 
-  // Under a cap: the claim runs inside the cap's locked transaction, and starts go through the dispatcher.
+  // Under a cap that gates starts (soft mode): one statement takes the cap's lock, counts, and claims at most the
+  // room left; the starts go through the dispatcher.
   private async claimCapped(queue: string, taskNames: string[], wanted: number): Promise<ClaimedTaskRow[]> {
-    const rows = await this.caps.claimWithin(queue, wanted, (on, room) =>
-      this.db.run(TaskClaim, { ...this.claimParams(queue, taskNames), limit: room }, on),
+    const cap = this.caps.limits(queue, 'claim');
+    return inClaimOrder(
+      await this.db.run(TaskClaimWithinCap, { ...this.claimParams(queue, taskNames), limit: wanted, cap }),
     );
-    return inClaimOrder(rows);
   }
 
-  // Without a cap: one statement claims and, for the slots free now, starts too (one row update per task).
+  // One statement claims and, for the slots free now, starts too (one row update per task); under a cap that does
+  // not gate starts (hard mode), at most the room left under the cap, counted under its lock in the same statement.
   private claimAndStart(
     queue: string,
     taskNames: string[],
@@ -112,14 +115,20 @@ export class Producer {
   ): Promise<{ rows: ClaimedTaskRow[]; started: StartedWithClaim | undefined }> {
     return this.startingClaim(queue, wanted, async (start) => {
       const notify = this.options.synchronousStarts ? undefined : this.notices?.take();
+      const params = {
+        ...this.claimParams(queue, taskNames),
+        limit: wanted,
+        start,
+        waitForFlush: this.options.synchronousStarts,
+        notify,
+      };
       try {
-        return await this.db.run(TaskClaimAndStart, {
-          ...this.claimParams(queue, taskNames),
-          limit: wanted,
-          start,
-          waitForFlush: this.options.synchronousStarts,
-          notify,
-        });
+        return this.caps.applies(queue)
+          ? await this.db.run(TaskClaimAndStartWithinCap, {
+              ...params,
+              cap: this.caps.limits(queue, 'claim'),
+            })
+          : await this.db.run(TaskClaimAndStart, params);
       } catch (error) {
         if (notify) this.notices?.giveBack(notify);
         throw error;

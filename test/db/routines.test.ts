@@ -12,11 +12,13 @@ describe('routineDrift', () => {
   it('finds every hot routine defined by a migration, and installed as defined after a fresh migrate', async () => {
     const bodies = routineBodies(HOT_ROUTINES);
     expect([...bodies.keys()].sort()).toEqual([...HOT_ROUTINES].sort());
-    // Migration 12 defined the claim and the start last; migration 15 made claim-and-start one function.
+    // Migration 12 defined the claim and the start last; migration 15 made claim-and-start one function; migration
+    // 22 counts the room under a cap.
     expect(Object.fromEntries([...bodies].map(([name, { migration }]) => [name, migration]))).toEqual({
       horsies_claim_tasks: 'paused_workflow_check',
       horsies_start_tasks: 'paused_workflow_check',
       horsies_claim_and_start: 'direct_start',
+      horsies_cap_room: 'cap_room',
     });
     expect(await routineDrift(t.app().db)).toEqual([]);
   });

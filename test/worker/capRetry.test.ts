@@ -7,7 +7,7 @@
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import type { App } from '../../src/client/App.js';
-import { CapLock } from '../../src/db/capacity.js';
+import { CapRoom } from '../../src/db/capacity.js';
 import { createWorker } from '../../src/worker/Worker.js';
 import { trackStarts, useTestSchema, waitForEvent } from '../support/db.js';
 
@@ -24,7 +24,7 @@ function countCapLocks(app: App): () => number {
   let locks = 0;
   const run = app.db.run.bind(app.db);
   app.db.run = ((stmt, params, on) => {
-    if (stmt === CapLock) locks += 1;
+    if (stmt.name === CapRoom.name) locks += 1;
     return run(stmt, params, on);
   }) as typeof app.db.run;
   return () => locks;
