@@ -27,8 +27,7 @@ function limiterArrays(limiters: readonly LimiterSpec[]): [string[], number[], n
  * the `limiters` (sorted by key by the caller) and with `groupLimit` at most that many tasks of one group in flight,
  * groups taken in turn (`horsies_claim_limited`, migration 17). A claim that starts nothing takes at most the
  * limiters' room read without a lock; one that starts tasks locks the limiters' rows, takes at most their room and
- * records its starts, and then can fail with a serialization failure (40001, see {@link TaskStartLimited}): run
- * it again. Rows come back in no particular order.
+ * records its starts. Rows come back in no particular order.
  */
 export const TaskClaimLimited = statement<
   ClaimParams & {
@@ -69,8 +68,7 @@ export interface LimitedStartRow {
 
 /**
  * Starts claimed tasks (in the order given) under the `limiters` (sorted by key by the caller): as many as all of
- * them have room for, as `TaskStartMany` does, and DEFERRED rows for the rest (`horsies_start_limited`). Can fail
- * with a serialization failure (40001) when a start that began later was recorded first: run it again.
+ * them have room for, as `TaskStartMany` does, and DEFERRED rows for the rest (`horsies_start_limited`).
  */
 export const TaskStartLimited = statement<
   {

@@ -42,9 +42,6 @@ export interface FlowSettings {
   workerId: string;
 }
 
-/** How many times a limited start or claim runs again after losing the race for the order of recorded starts. */
-const START_ATTEMPTS = 5;
-
 /** Applies one app's rate limiters and group limits. */
 export class FlowGuard {
   private readonly queueLimiters = new Map<string, LimiterSpec>();
@@ -111,20 +108,18 @@ export class FlowGuard {
         names.length === 1 && this.taskLimiters.has(first)
           ? this.limitersOf(queue, first)
           : this.limitersOf(queue, '');
-      const rows = await this.retried(() =>
-        this.db.run(
-          TaskClaimLimited,
-          {
-            ...params,
-            taskNames: names,
-            limit,
-            limiters,
-            groupLimit,
-            start: starts,
-            waitForFlush: this.settings.synchronousStarts,
-          },
-          on,
-        ),
+      const rows = await this.db.run(
+        TaskClaimLimited,
+        {
+          ...params,
+          taskNames: names,
+          limit,
+          limiters,
+          groupLimit,
+          start: starts,
+          waitForFlush: this.settings.synchronousStarts,
+        },
+        on,
       );
       starts -= rows.filter((r) => r.status === 'RUNNING').length;
       claimed.push(...rows);
@@ -132,10 +127,7 @@ export class FlowGuard {
     return inClaimOrder(claimed);
   }
 
-  /**
-   * Starts claimed tasks under their limiters: one statement per set of limiters, in the order given. A start that
-   * lost the race for the order of recorded starts (serialization failure) runs again at once.
-   */
+  /** Starts claimed tasks under their limiters: one statement per set of limiters, in the order given. */
   async start(tasks: ClaimedTaskRow[]): Promise<LimitedStart[]> {
     const bySet = new Map<string, { limiters: LimiterSpec[]; tasks: ClaimedTaskRow[] }>();
     for (const task of tasks) {
@@ -163,30 +155,16 @@ export class FlowGuard {
   }
 
   private startOnce(limiters: LimiterSpec[], tasks: ClaimedTaskRow[]) {
-    return this.retried(() =>
-      this.db.run(TaskStartLimited, {
-        limiters,
-        workerId: this.settings.workerId,
-        tasks: tasks.map((t) => ({
-          id: t.id,
-          generation: t.claim_generation,
-          workflow: t.workflow_id !== null,
-        })),
-        waitForFlush: this.settings.synchronousStarts,
-      }),
-    );
-  }
-
-  // A statement that starts under limiters and lost the race for the order of recorded starts (serialization
-  // failure) runs again at once, with a later now().
-  private async retried<T>(run: () => Promise<T>): Promise<T> {
-    for (let attempt = 1; ; attempt += 1) {
-      try {
-        return await run();
-      } catch (error) {
-        if ((error as { code?: string }).code !== '40001' || attempt >= START_ATTEMPTS) throw error;
-      }
-    }
+    return this.db.run(TaskStartLimited, {
+      limiters,
+      workerId: this.settings.workerId,
+      tasks: tasks.map((t) => ({
+        id: t.id,
+        generation: t.claim_generation,
+        workflow: t.workflow_id !== null,
+      })),
+      waitForFlush: this.settings.synchronousStarts,
+    });
   }
 
   /**
