@@ -16,6 +16,14 @@ interface Held {
   timed: boolean;
 }
 
+/**
+ * Runs by task id and claim generation: a retry claimed again as soon as its outcome was committed can start here
+ * before that outcome is settled, and the two runs must not share an entry.
+ */
+function runKey(id: string, generation: number): string {
+  return `${id}:${generation}`;
+}
+
 /** Counts one worker's runs into the app's metrics. */
 export class RunMetrics {
   private readonly held = new Map<string, Held>();
@@ -24,7 +32,7 @@ export class RunMetrics {
 
   /** A run started; `startedAt` is the database's start time, compared with `enqueued_at` on the same clock. */
   started(task: ClaimedTaskRow, startedAt: Date | null): void {
-    this.held.set(task.id, {
+    this.held.set(runKey(task.id, task.claim_generation), {
       queue: task.queue_name,
       task: task.task_name,
       startedAt: performance.now(),
@@ -40,8 +48,8 @@ export class RunMetrics {
   }
 
   /** A run ended; its outcome is on its way to the database. */
-  ran(id: string): void {
-    const held = this.held.get(id);
+  ran(finish: TaskFinish): void {
+    const held = this.held.get(runKey(finish.id, finish.generation));
     if (held) this.time(held);
   }
 
@@ -52,9 +60,10 @@ export class RunMetrics {
   settled(written: readonly TaskFinishRow[], finishes: readonly TaskFinish[]): void {
     const asked = finishes.length === 1 ? null : new Map(finishes.map((f) => [f.id, f]));
     for (const row of written) {
-      const held = this.held.get(row.id);
       const finish = asked === null ? finishes[0] : asked.get(row.id);
-      if (!held || !finish || finish.id !== row.id) continue;
+      if (!finish || finish.id !== row.id) continue;
+      const held = this.held.get(runKey(finish.id, finish.generation));
+      if (!held) continue;
       this.time(held);
       switch (row.status) {
         case 'COMPLETED':
@@ -73,12 +82,7 @@ export class RunMetrics {
           break;
       }
     }
-    for (const finish of finishes) this.held.delete(finish.id);
-  }
-
-  /** Forgets a task that will not finish here. */
-  forget(id: string): void {
-    this.held.delete(id);
+    for (const finish of finishes) this.held.delete(runKey(finish.id, finish.generation));
   }
 
   private time(held: Held): void {

@@ -255,7 +255,7 @@ export function assemble(
       onFinished: (finish) => {
         sizer?.ran();
         dispatcher.setPhase(finish.id, 'finishing');
-        runs?.ran(finish.id);
+        runs?.ran(finish);
         sink.emit('task:ran', finish.id, finish.status);
         completer.add(finish);
         dispatcher.scheduleDispatch();
