@@ -6,8 +6,15 @@
  * the lock), all in one statement. Without caps no lock is taken and claimers never wait on each other.
  */
 import { statement } from './Database.js';
-import { TaskClaim, TaskClaimAndStart, claimAndStartSql } from './tasks.js';
-import type { ClaimAndStartParams, ClaimAndStartRow, ClaimParams, ClaimedTaskRow } from './tasks.js';
+import { TaskClaim, TaskClaimAndStart, TaskStartMany, claimAndStartSql } from './tasks.js';
+import type {
+  ClaimAndStartParams,
+  ClaimAndStartRow,
+  ClaimParams,
+  ClaimedTaskRow,
+  StartingTask,
+  TaskStartRow,
+} from './tasks.js';
 
 /** A cap: its advisory lock and the limits that apply. */
 export interface CapLimits {
@@ -42,6 +49,26 @@ export const TaskClaimWithinCap = statement<ClaimParams & { cap: CapLimits }, Cl
   `SELECT * FROM {{schema}}.horsies_claim_tasks(
      $1, $2::text[], LEAST($3, {{schema}}.horsies_cap_room($9, $1, $10, $11, $12, false)), $4, $5, $6, $7, $8)`,
   (p) => [...TaskClaim.values(p), p.cap.key, p.cap.clusterCap, p.cap.queueCap, p.cap.extra],
+);
+
+/** A row of {@link TaskStartWithinCap}: the room, with a start row (all null when nothing started). */
+export type CappedStartRow = { room: number } & { [K in keyof TaskStartRow]: TaskStartRow[K] | null };
+
+/**
+ * Soft mode: the start (as `TaskStartMany`) of as many of `tasks`, in order, as a cap leaves room to run, counted
+ * under the cap's lock (RUNNING tasks only), in one statement. Every row carries the room; when nothing started,
+ * one row with the room alone (`id` null). The tasks past the room were not offered to the start.
+ */
+export const TaskStartWithinCap = statement<
+  { workerId: string; tasks: StartingTask[]; waitForFlush?: boolean; queue: string; cap: CapLimits },
+  CappedStartRow
+>(
+  'TaskStartWithinCap',
+  `SELECT r.room, s.*
+   FROM (SELECT {{schema}}.horsies_cap_room($6, $7, $8, $9, $10, true) AS room OFFSET 0) r
+   LEFT JOIN LATERAL {{schema}}.horsies_start_tasks(
+     $1, ($2::text[])[1:r.room], ($3::text[])[1:r.room], $4, $5::text[]) s ON true`,
+  (p) => [...TaskStartMany.values(p), p.cap.key, p.queue, p.cap.clusterCap, p.cap.queueCap, p.cap.extra],
 );
 
 /**

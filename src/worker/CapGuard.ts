@@ -40,32 +40,28 @@ export class CapGuard {
   }
 
   /**
-   * Claims up to `limit` from `queue` within the caps, with a claim of more than one statement: `claim` runs on the
-   * connection that holds the cap's lock, with the room left.
+   * Claims up to `limit` from `queue` within the caps, with a claim of more than one statement: a transaction takes
+   * the cap's lock and counts the room (`CapRoom`), then `claim` runs on its connection with the room left.
    */
   claimWithin<R>(
     queue: string,
     limit: number,
     claim: (on: Queryable, limit: number) => Promise<R[]>,
   ): Promise<R[]> {
-    return this.locked(queue, false, async (on, room) => {
-      room = Math.min(limit, room);
-      return room > 0 ? claim(on, room) : [];
+    return this.db.transaction(async (client) => {
+      const [row] = await this.db.run(
+        CapRoom,
+        { ...this.limits(queue, 'claim'), queue, running: false },
+        client,
+      );
+      const room = Math.min(limit, row!.room);
+      return room > 0 ? claim(client, room) : [];
     });
   }
 
-  /** Soft mode: starts at most as many of `count` tasks of `queue` as the caps leave room to run. */
-  startWithin<R>(
-    queue: string,
-    count: number,
-    start: (on: Queryable, room: number) => Promise<R>,
-  ): Promise<R> {
-    return this.locked(queue, true, (on, room) => start(on, Math.min(count, room)));
-  }
-
   /**
-   * The caps of `queue` for a statement that counts its room itself (`TaskClaimWithinCap`, `CapRoom`): a claim may
-   * hold the soft mode's buffer beyond them, a start may not.
+   * The caps of `queue` for a statement that counts its room itself (`TaskClaimWithinCap`, `TaskStartWithinCap`,
+   * `CapRoom`): a claim may hold the soft mode's buffer beyond them, a start may not.
    */
   limits(queue: string, what: 'claim' | 'start'): CapLimits {
     const { clusterWideCap, queueCaps, mode, prefetchBuffer } = this.settings;
@@ -77,17 +73,5 @@ export class CapGuard {
       queueCap: queueCaps.get(queue) ?? null,
       extra: what === 'claim' && mode === 'soft' ? prefetchBuffer : 0,
     };
-  }
-
-  private locked<T>(
-    queue: string,
-    running: boolean,
-    fn: (on: Queryable, room: number) => Promise<T>,
-  ): Promise<T> {
-    return this.db.transaction(async (client) => {
-      const cap = this.limits(queue, running ? 'start' : 'claim');
-      const [row] = await this.db.run(CapRoom, { ...cap, queue, running }, client);
-      return fn(client, row!.room);
-    });
   }
 }

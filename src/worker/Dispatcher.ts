@@ -418,15 +418,13 @@ export class Dispatcher {
     if (limited.length > 0) await this.startLimited(limited);
     for (const queue of new Set(gated.map((t) => t.queue_name))) {
       const group = gated.filter((t) => t.queue_name === queue);
-      const { started, rows, deferred } = await this.caps.startWithin(
+      const { room, rows } = await this.executor.markStartedWithin(
         queue,
-        group.length,
-        async (on, room) => {
-          const started = group.slice(0, room);
-          return { started, rows: await this.executor.markStarted(started, on), deferred: group.slice(room) };
-        },
+        this.caps.limits(queue, 'start'),
+        group,
       );
-      // Launched after the start committed (startWithin's transaction), never inside it.
+      const started = group.slice(0, room);
+      const deferred = group.slice(room);
       this.executor.launch(started, rows);
       if (deferred.length === 0) continue;
       if (started.length > 0) this.capRetryMs = 0;

@@ -23,6 +23,8 @@ import type { TaskContext, TaskDefinition, TaskWorkflowContext } from '../client
 import type { ErrorCodeMap } from '../client/policy.js';
 import { errorEnvelope, okEnvelope } from '../client/outcome.js';
 import type { Database, Queryable } from '../db/Database.js';
+import { TaskStartWithinCap } from '../db/capacity.js';
+import type { CapLimits } from '../db/capacity.js';
 import { TaskOptionsGet, TaskStartMany } from '../db/tasks.js';
 import type { ClaimedTaskRow, TaskFinish, TaskFinishRow, TaskStartRow, WorkerIdentity } from '../db/tasks.js';
 import { TaskError } from '../errors.js';
@@ -121,19 +123,35 @@ export class Executor {
    */
   async markStarted(tasks: ClaimedTaskRow[], on?: Queryable): Promise<TaskStartRow[]> {
     if (tasks.length === 0) return [];
-    return this.db.run(
-      TaskStartMany,
-      {
-        workerId: this.options.identity.workerId,
-        tasks: tasks.map((t) => ({
-          id: t.id,
-          generation: t.claim_generation,
-          workflow: t.workflow_id !== null,
-        })),
-        waitForFlush: this.options.synchronousStarts,
-      },
-      on,
-    );
+    return this.db.run(TaskStartMany, this.startParams(tasks), on);
+  }
+
+  /**
+   * As {@link markStarted}, for as many of `tasks` (in order) as a soft cap on their queue leaves room to run, in
+   * one statement that counts that room under the cap's lock; the tasks past `room` were not started.
+   */
+  async markStartedWithin(
+    queue: string,
+    cap: CapLimits,
+    tasks: ClaimedTaskRow[],
+  ): Promise<{ room: number; rows: TaskStartRow[] }> {
+    const rows = await this.db.run(TaskStartWithinCap, { ...this.startParams(tasks), queue, cap });
+    return {
+      room: rows[0]?.room ?? 0,
+      rows: rows.flatMap(({ room: _room, ...row }) => (row.id === null ? [] : [row as TaskStartRow])),
+    };
+  }
+
+  private startParams(tasks: ClaimedTaskRow[]) {
+    return {
+      workerId: this.options.identity.workerId,
+      tasks: tasks.map((t) => ({
+        id: t.id,
+        generation: t.claim_generation,
+        workflow: t.workflow_id !== null,
+      })),
+      waitForFlush: this.options.synchronousStarts,
+    };
   }
 
   /** Launches the handlers of started tasks; tasks missing from `rows` were lost, EXPIRED ones expired. */

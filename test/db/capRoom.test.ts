@@ -5,9 +5,14 @@
  */
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { CapRoom, TaskClaimAndStartWithinCap, TaskClaimWithinCap } from '../../src/db/capacity.js';
+import {
+  CapRoom,
+  TaskClaimAndStartWithinCap,
+  TaskClaimWithinCap,
+  TaskStartWithinCap,
+} from '../../src/db/capacity.js';
 import type { CapLimits } from '../../src/db/capacity.js';
-import { TaskClaim, TaskStartMany } from '../../src/db/tasks.js';
+import { TaskClaim, TaskStartMany, inClaimOrder } from '../../src/db/tasks.js';
 import type { ClaimedTaskRow } from '../../src/db/tasks.js';
 import { eventually, useTestSchema } from '../support/db.js';
 
@@ -91,6 +96,36 @@ describe('capped claims in one statement', () => {
     );
     expect(got).toEqual([]);
     expect(statuses).toEqual({ RUNNING: 2, PENDING: 2 });
+  });
+
+  it('start nothing once the holder filled the cap with running tasks (soft mode)', async () => {
+    const { got, statuses } = await behindHolder('room_soft', true, async ({ app, cap, claim }) => {
+      // The two tasks the holder did not lock, claimed without the cap (as a soft mode's buffer allows).
+      const mine = await app.db.run(TaskClaim, { ...claim, limit: 4 });
+      expect(mine).toHaveLength(2);
+      const tasks = mine.map((c) => ({ id: c.id, generation: c.claim_generation }));
+      return app.db.run(TaskStartWithinCap, { workerId: worker.workerId, tasks, queue: 'room_soft', cap });
+    });
+    expect(got).toEqual([expect.objectContaining({ room: 0, id: null })]);
+    expect(statuses).toEqual({ RUNNING: 2, CLAIMED: 2 });
+  });
+
+  it('start the first tasks up to the room, and say the room when none started', async () => {
+    const { app, cap, claim } = await cappedQueue('room_first', 3);
+    const claimed = inClaimOrder(await app.db.run(TaskClaim, { ...claim, limit: 3 }));
+    const tasks = claimed.map((c) => ({ id: c.id, generation: c.claim_generation }));
+    const start = { workerId: worker.workerId, queue: 'room_first', cap };
+    const first = await app.db.run(TaskStartWithinCap, { ...start, tasks });
+    expect(first.map((r) => [r.room, r.id, r.status])).toEqual(
+      expect.arrayContaining([
+        [2, claimed[0]!.id, 'RUNNING'],
+        [2, claimed[1]!.id, 'RUNNING'],
+      ]),
+    );
+    expect(first).toHaveLength(2);
+    expect(await app.db.run(TaskStartWithinCap, { ...start, tasks: tasks.slice(2) })).toEqual([
+      expect.objectContaining({ room: 0, id: null }),
+    ]);
   });
 
   it('count only running tasks for a start, and everything in flight for a claim', async () => {

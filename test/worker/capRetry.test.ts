@@ -7,7 +7,7 @@
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import type { App } from '../../src/client/App.js';
-import { CapRoom } from '../../src/db/capacity.js';
+import { TaskStartWithinCap } from '../../src/db/capacity.js';
 import { createWorker } from '../../src/worker/Worker.js';
 import { trackStarts, useTestSchema, waitForEvent } from '../support/db.js';
 
@@ -19,12 +19,12 @@ function gate(): { wait: Promise<void>; open: () => void } {
   return { wait, open };
 }
 
-/** Counts the cap-lock transactions `app`'s workers run from now on. */
+/** Counts the starts under the cap's lock that `app`'s workers run from now on. */
 function countCapLocks(app: App): () => number {
   let locks = 0;
   const run = app.db.run.bind(app.db);
   app.db.run = ((stmt, params, on) => {
-    if (stmt.name === CapRoom.name) locks += 1;
+    if (stmt.name === TaskStartWithinCap.name) locks += 1;
     return run(stmt, params, on);
   }) as typeof app.db.run;
   return () => locks;

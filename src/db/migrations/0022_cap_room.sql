@@ -4,8 +4,8 @@
 -- of what is in flight, the claim with at most the room left, COMMIT. Every claimer of the same cap waited for the
 -- lock during all of them, so the round trips, not the server's work, bounded how fast capped tasks were claimed.
 -- horsies_cap_room takes the lock and counts in one call: a claim calls it for its limit and commits as it returns
--- (TaskClaimWithinCap), and the soft mode's start and the limited claims (which run more than one statement under
--- the lock) call it first in their transaction.
+-- (TaskClaimWithinCap), a soft mode's start likewise for the number of tasks it starts (TaskStartWithinCap), and
+-- the limited claims (which run more than one statement under the lock) call it first in their transaction.
 --
 -- The count is a statement of its own after the lock is granted: in a function that is not STABLE, each statement
 -- takes a new snapshot under READ COMMITTED, so it sees every claim and start that earlier holders of the lock
