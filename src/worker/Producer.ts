@@ -83,7 +83,7 @@ export class Producer {
       const wanted = limit - claimed.length;
       const { rows, started } = this.flow?.applies(queue)
         ? await this.claimLimited(this.flow, queue, taskNames, wanted)
-        : this.caps.gatesStart(queue)
+        : this.claimsOnlyUnderCap(queue)
           ? { rows: await this.claimCapped(queue, taskNames, wanted), started: undefined }
           : await this.claimAndStart(queue, taskNames, wanted);
       if (rows.length === 0) continue;
@@ -97,8 +97,15 @@ export class Producer {
     return claimed;
   }
 
-  // Under a cap that gates starts (soft mode): one statement takes the cap's lock, counts, and claims at most the
-  // room left; the starts go through the dispatcher.
+  // A capped claim that starts nothing itself: under a cap that gates starts (soft mode), and with synchronous
+  // starts, whose commit would wait for the WAL flush while it holds the cap's lock (every capped claimer would
+  // then wait for each flush in turn).
+  private claimsOnlyUnderCap(queue: string): boolean {
+    return this.caps.gatesStart(queue) || (this.caps.applies(queue) && this.options.synchronousStarts);
+  }
+
+  // Under a cap, one statement takes the cap's lock, counts, and claims at most the room left; the starts go
+  // through the dispatcher.
   private async claimCapped(queue: string, taskNames: string[], wanted: number): Promise<ClaimedTaskRow[]> {
     const cap = this.caps.limits(queue, 'claim');
     return inClaimOrder(

@@ -101,6 +101,42 @@ describe('caps across worker processes', () => {
   }, 90_000);
 });
 
+describe('hard cap, in one process', () => {
+  it('holds with a worker whose claims start tasks and one with synchronous starts, whose claims only claim', async () => {
+    const queue = 'cap_sync';
+    const app = t.app({ queues: [queue], clusterWideCap: 2 });
+    const runs: { started: number; finished: number }[] = [];
+    const task = app.task({
+      name: 'cap.sync',
+      input: z.object({ i: z.number() }),
+      queue,
+      handler: async ({ i }) => {
+        const started = performance.now();
+        await new Promise((resolve) => setTimeout(resolve, 20));
+        runs.push({ started, finished: performance.now() });
+        return i;
+      },
+    });
+    const workers = [
+      createWorker(app, { concurrency: 3, pollIntervalMs: 100, maintenance: false }),
+      createWorker(app, { concurrency: 3, pollIntervalMs: 100, maintenance: false, synchronousStarts: true }),
+    ];
+    const ran = new Map<string, number>();
+    workers.forEach((w, n) => w.on('task:started', () => ran.set(String(n), (ran.get(String(n)) ?? 0) + 1)));
+    const handles = await task.sendMany(Array.from({ length: 24 }, (_, i) => ({ input: { i } })));
+    await Promise.all(workers.map((w) => w.start()));
+    try {
+      for (const [i, h] of handles.entries())
+        expect(await h.result({ timeoutMs: 20_000 })).toEqual({ ok: true, value: i });
+    } finally {
+      await Promise.all(workers.map((w) => w.stop()));
+    }
+    expect(maxOverlap(runs)).toBeLessThanOrEqual(2);
+    // Both kinds of worker ran tasks.
+    expect([...ran.keys()].sort()).toEqual(['0', '1']);
+  });
+});
+
 describe('ordering across worker processes', () => {
   it('claims a lower-priority queue only when no higher-priority task waits, and FIFO within a priority', async () => {
     const appConfig = {
