@@ -6,7 +6,8 @@
  * machine) and of this process; and, per statement the worker sent, the calls, tasks per call and time per call
  * as the client saw it, beside the server's execution time and WAL records when `pg_stat_statements` is loaded.
  * With CPU_PROFILE=<file>, this process's CPU profile of the drain alone (not the setup's sends) is written there
- * (open it in Chrome's DevTools), and the functions with the most self time are printed.
+ * (open it in Chrome's DevTools), and the functions with the most self time are printed. horsies is the built
+ * package (dist/), as an application runs it; FROM=src runs the source instead.
  */
 import { readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { Session } from 'node:inspector/promises';
@@ -14,8 +15,13 @@ import type { Profiler } from 'node:inspector';
 import { pino } from 'pino';
 import { z } from 'zod';
 import type { Statement } from '../src/db/Database.js';
-import { createApp, createWorker } from '../src/index.js';
 import { runScript, withDatabase } from './database.js';
+
+// The package as an application runs it (dist/, built by `npm run build:lib`, which `npm run profile:drain` runs
+// first), or with FROM=src the source through tsx, whose CPU profile names the source files.
+const built = 'index.js';
+const { createApp, createWorker }: typeof import('../src/index.js') =
+  process.env.FROM === 'src' ? await import('../src/index.js') : await import(`../dist/${built}`);
 
 const TASKS = Number(process.env.TASKS ?? 20_000);
 const CONCURRENCY = Number(process.env.CONCURRENCY ?? 10);

@@ -1,11 +1,12 @@
 /**
- * horsies, imported from the repository's source. Completed tasks stay in `horsies_tasks` with status
- * COMPLETED and one COMPLETED row each in `horsies_task_attempts`; "finished" counts tasks that have both.
+ * horsies, imported from the package this repository builds (`npm run build:lib`, which `npm run bench` runs
+ * first), compiled as an application runs it. Completed tasks stay in `horsies_tasks` with status COMPLETED and one
+ * COMPLETED row each in `horsies_task_attempts`; "finished" counts tasks that have both.
  */
 import { pino } from 'pino';
 import { z } from 'zod';
-import { createApp, createWorker } from '../../../src/index.js';
-import type { WorkerConfig } from '../../../src/index.js';
+import { createApp, createWorker } from '../../../dist/index.js';
+import type { WorkerConfig } from '../../../dist/index.js';
 import { CONCURRENCY, chunks, runNoop } from './types.js';
 import type { BenchEnv, PeerSession, RecoverySettings, Subject, WorkerHooks } from './types.js';
 
