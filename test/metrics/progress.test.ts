@@ -14,15 +14,11 @@ import { databaseUrl, eventually, useTestSchema } from '../support/db.js';
 import { listenTo } from '../support/notifications.js';
 import { serveDashboard } from '../dashboard/support.js';
 import { fixtureModule, importFixture } from '../support/fixtures.js';
+import { gate } from '../support/gate.js';
 
 const t = await useTestSchema();
 
 /** A gate a handler waits on until the test opens it. */
-function gate(): { wait: Promise<void>; open: () => void } {
-  let open: () => void = () => undefined;
-  const wait = new Promise<void>((resolve) => (open = resolve));
-  return { wait, open };
-}
 
 describe('ctx.progress', () => {
   it('is readable while the task runs, throttled, and its last value is stored before the outcome', async () => {

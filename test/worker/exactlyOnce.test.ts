@@ -14,6 +14,7 @@ import { workflow } from '../../src/workflow/WorkflowDefinition.js';
 import { createWorker } from '../../src/worker/Worker.js';
 import { eventually, trackStarts, useTestSchema, waitForEvent } from '../support/db.js';
 import { fixtureModule, importFixture } from '../support/fixtures.js';
+import { gate } from '../support/gate.js';
 
 const t = await useTestSchema();
 await t.query(
@@ -57,11 +58,6 @@ async function insertKeyNow(key: string): Promise<void> {
 }
 
 /** A promise with its resolve function, for handlers the test holds in place. */
-function gate(): { wait: Promise<void>; open: () => void } {
-  let open: () => void = () => undefined;
-  const wait = new Promise<void>((resolve) => (open = resolve));
-  return { wait, open };
-}
 
 describe('the transactional finish', () => {
   it('commits the handler writes, a send with tx and the completion together', async () => {

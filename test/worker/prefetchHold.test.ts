@@ -7,14 +7,9 @@ import { describe, expect, it, vi } from 'vitest';
 import { z } from 'zod';
 import { createWorker } from '../../src/worker/Worker.js';
 import { trackStarts, useTestSchema, waitForEvent } from '../support/db.js';
+import { gate } from '../support/gate.js';
 
 const t = await useTestSchema();
-
-function gate(): { wait: Promise<void>; open: () => void } {
-  let open = (): void => undefined;
-  const wait = new Promise<void>((resolve) => (open = resolve));
-  return { wait, open };
-}
 
 /**
  * A worker with one slot, held by a long run until `release()`, and `count` quick tasks it claimed ahead of that
