@@ -66,12 +66,12 @@ export class Dispatcher {
   private starting = 0;
   private readonly starts = new Set<Promise<void>>();
   private scheduled = false;
-  private retryTimer: NodeJS.Timeout | null = null;
   /**
-   * The last start under a soft cap found no room: tasks whose starts it gates are not offered again until room may
-   * have opened ({@link capRoomMayHaveOpened}) or the retry timer fires.
+   * Soft cap: queues whose last start found no room. Their tasks are not offered again until room may have opened
+   * ({@link capRoomMayHaveOpened}) or the retry timer fires; other queues' starts go on.
    */
-  private capBlocked = false;
+  private readonly capBlocked = new Set<string>();
+  private capRetryTimer: NodeJS.Timeout | null = null;
   /** Wait before the next retry of a start the cap deferred; doubles, up to `retryMs`, while nothing is heard. */
   private capRetryMs = 0;
   private active = true;
@@ -239,10 +239,8 @@ export class Dispatcher {
    */
   capRoomMayHaveOpened(): void {
     this.capRetryMs = 0;
-    if (!this.capBlocked) return;
-    this.capBlocked = false;
-    if (this.retryTimer) clearTimeout(this.retryTimer);
-    this.retryTimer = null;
+    if (this.capBlocked.size === 0) return;
+    this.unblockCapped();
     this.scheduleDispatch();
   }
 
@@ -295,7 +293,7 @@ export class Dispatcher {
   /** Starts nothing more (shutdown begins); held tasks stay as they are. */
   pause(): void {
     this.active = false;
-    if (this.retryTimer) clearTimeout(this.retryTimer);
+    this.unblockCapped();
     if (this.holdTimer) clearTimeout(this.holdTimer);
     this.holdTimer = null;
   }
@@ -376,10 +374,7 @@ export class Dispatcher {
     const rest: ClaimedTaskRow[] = [];
     const now = Date.now();
     for (const task of this.waiting) {
-      if (
-        (this.notBefore.get(task.id) ?? 0) > now ||
-        (this.capBlocked && this.caps.gatesStart(task.queue_name))
-      ) {
+      if ((this.notBefore.get(task.id) ?? 0) > now || this.capBlocked.has(task.queue_name)) {
         rest.push(task);
         continue;
       }
@@ -430,7 +425,7 @@ export class Dispatcher {
       if (started.length > 0) this.capRetryMs = 0;
       for (const task of deferred) this.setPhase(task.id, 'claimed');
       this.waiting.unshift(...deferred);
-      this.waitForCapRoom();
+      this.waitForCapRoom(queue);
     }
   }
 
@@ -453,17 +448,22 @@ export class Dispatcher {
   // The cap had no room for every start: those it gates wait for a sign that room opened, or for a retry that backs
   // off while none comes (a start tried again at once after each deferral is a cap-lock transaction per round trip,
   // for as long as a long run holds the cap).
-  private waitForCapRoom(): void {
+  private waitForCapRoom(queue: string): void {
     if (!this.active) return;
-    this.capBlocked = true;
+    this.capBlocked.add(queue);
     this.capRetryMs = Math.min(this.options.retryMs, Math.max(1, this.capRetryMs * 2));
-    if (this.retryTimer) clearTimeout(this.retryTimer);
-    this.retryTimer = setTimeout(() => {
-      this.retryTimer = null;
-      this.capBlocked = false;
+    if (this.capRetryTimer) clearTimeout(this.capRetryTimer);
+    this.capRetryTimer = setTimeout(() => {
+      this.unblockCapped();
       this.scheduleDispatch();
     }, this.capRetryMs);
-    this.retryTimer.unref?.();
+    this.capRetryTimer.unref?.();
+  }
+
+  private unblockCapped(): void {
+    this.capBlocked.clear();
+    if (this.capRetryTimer) clearTimeout(this.capRetryTimer);
+    this.capRetryTimer = null;
   }
 
   private countByName(phases: Phase[]): Map<string, number> {

@@ -10,14 +10,9 @@ import type { App } from '../../src/client/App.js';
 import { TaskStartWithinCap } from '../../src/db/capacity.js';
 import { createWorker } from '../../src/worker/Worker.js';
 import { trackStarts, useTestSchema, waitForEvent } from '../support/db.js';
+import { gate } from '../support/gate.js';
 
 const t = await useTestSchema();
-
-function gate(): { wait: Promise<void>; open: () => void } {
-  let open = (): void => undefined;
-  const wait = new Promise<void>((resolve) => (open = resolve));
-  return { wait, open };
-}
 
 /** Counts the starts under the cap's lock that `app`'s workers run from now on. */
 function countCapLocks(app: App): () => number {
@@ -113,6 +108,48 @@ describe('soft cap: deferred starts', () => {
     } finally {
       release.open();
       await Promise.all([a.stop(), b.stop()]);
+    }
+  });
+
+  it('wait only in the queue whose cap is full: a start in another capped queue goes on', async () => {
+    const release = gate();
+    const queues = ['full_q', 'free_q'];
+    const app = t.app({
+      queues: queues.map((name) => ({ name, maxConcurrency: 1 })),
+      capMode: 'soft',
+      prefetchBuffer: 2,
+    });
+    const long = app.task({
+      name: 'full.long',
+      input: z.object({}),
+      queue: 'full_q',
+      handler: () => release.wait,
+    });
+    const quick = app.task({ name: 'any.quick', input: z.object({ i: z.number() }), handler: ({ i }) => i });
+    const worker = createWorker(app, {
+      concurrency: 3,
+      prefetch: 2,
+      pollIntervalMs: 60_000,
+      maintenance: false,
+    });
+    const starts = trackStarts(worker);
+    await worker.start();
+    try {
+      await starts((await long.send({})).id);
+      // Claimed within full_q's buffer; its start waits for the cap, which the long run holds.
+      const claimed = waitForEvent(worker, 'task:claimed', (ids) => ids.length === 1);
+      const waiting = await quick.send({ i: 0 }, { queue: 'full_q' });
+      await claimed;
+      await new Promise((resolve) => setTimeout(resolve, BACKED_OFF_MS));
+      // full_q's next try is about 2 s away; free_q has room, and its task starts without waiting for that try.
+      const other = await quick.send({ i: 1 }, { queue: 'free_q' });
+      expect(await other.result({ timeoutMs: PROMPTLY_MS })).toEqual({ ok: true, value: 1 });
+      expect((await app.getTask(waiting.id))?.status).toBe('CLAIMED');
+      release.open();
+      expect(await waiting.result({ timeoutMs: PROMPTLY_MS })).toEqual({ ok: true, value: 0 });
+    } finally {
+      release.open();
+      await worker.stop();
     }
   });
 });
