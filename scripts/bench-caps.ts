@@ -14,7 +14,7 @@ import { runScript, withDatabase } from './database.js';
 
 const TASKS = Number(process.env.TASKS ?? 6_000);
 const ROUNDS = Number(process.env.ROUNDS ?? 3);
-const WORKERS = 2;
+const WORKERS = Number(process.env.WORKERS ?? 2);
 const CONCURRENCY = 8;
 
 const settings: Record<string, Partial<AppConfig>> = {

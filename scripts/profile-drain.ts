@@ -1,7 +1,7 @@
 /**
  * Where a drain's time goes. `npm run profile:drain` (uses DATABASE_URL, or starts an embedded PostgreSQL) drains
  * TASKS no-op tasks (default 20,000) with one worker (CONCURRENCY, default 10; PREFETCH, a number or auto, default
- * 0; PREFETCH_WINDOW_MS with auto) and prints:
+ * 0; PREFETCH_WINDOW_MS with auto; COMPLETION_DELAY_MS, default the worker's) and prints:
  * tasks/s; the CPU time per task of the PostgreSQL processes (read from /proc, so only for a server on this Linux
  * machine) and of this process; and, per statement the worker sent, the calls, tasks per call and time per call
  * as the client saw it, beside the server's execution time and WAL records when `pg_stat_statements` is loaded.
@@ -81,6 +81,7 @@ async function profile(databaseUrl: string): Promise<void> {
     concurrency: CONCURRENCY,
     prefetch: PREFETCH,
     prefetchWindowMs: process.env.PREFETCH_WINDOW_MS ? Number(process.env.PREFETCH_WINDOW_MS) : undefined,
+    completionDelayMs: process.env.COMPLETION_DELAY_MS ? Number(process.env.COMPLETION_DELAY_MS) : undefined,
     snapshotIntervalMs: 0,
     maintenance: false,
   });
@@ -111,7 +112,8 @@ async function profile(databaseUrl: string): Promise<void> {
 
   console.log(
     `${TASKS} tasks, concurrency ${CONCURRENCY}, prefetch ${PREFETCH}: ${Math.round(TASKS / seconds)} tasks/s; ` +
-      `CPU per task: PostgreSQL ${Math.round(pgUs)} µs, this process ${Math.round((cpu.user + cpu.system) / TASKS)} µs`,
+      `CPU per task: PostgreSQL ${Math.round(pgUs)} µs, this process ${Math.round((cpu.user + cpu.system) / TASKS)} µs ` +
+      `(${Math.round(cpu.system / TASKS)} µs of it in the kernel)`,
   );
   console.log('statement            calls  tasks/call  client ms/call');
   for (const [name, t] of [...timings].filter(([, t]) => t.calls >= 10)) {

@@ -1,7 +1,9 @@
 /**
  * Writes finished tasks. Finishes queue up while a write is in flight and go out together in the next one, so a
- * busy worker sends one statement for many tasks and an idle one writes each finish at once. A failed write is
- * retried with backoff; a batch that a single bad row breaks is split so the others still land.
+ * busy worker sends one statement for many tasks and an idle one writes each finish at once. When finishes arrived
+ * during a write (the worker is busy), the next write waits up to `delayMs` for more to join it, unless a full
+ * batch waits or a drain does: fewer, larger statements. A failed write is retried with backoff; a batch that a
+ * single bad row breaks is split so the others still land.
  */
 import type { Database } from '../db/Database.js';
 import { isTransientDatabaseError } from '../db/Database.js';
@@ -31,10 +33,16 @@ export class Completer {
   private flushing: Promise<void> | null = null;
   private idleWaiters: (() => void)[] = [];
   private stopped = false;
+  /** The worker is stopping: writes no longer wait for more finishes. */
+  private hurried = false;
+  /** Ends the wait of the next write for more finishes (null when no write waits). */
+  private endDelay: (() => void) | null = null;
 
   constructor(
     private readonly db: Database,
     private readonly batchSize: number,
+    /** How long a write waits for more finishes when some arrived during the last one; 0: none. */
+    private readonly delayMs: number,
     private readonly hooks: CompleterHooks,
     /** Where the task_done notifications of written outcomes go (the finish leaves them out of its commit). */
     private readonly notices: DoneNotices,
@@ -49,6 +57,7 @@ export class Completer {
   add(finish: TaskFinish): void {
     this.buffer.push(finish);
     if (!this.flushing) this.flushing = this.flushLoop();
+    else if (this.buffer.length >= this.batchSize) this.endDelay?.();
   }
 
   /** Writes one batch now (up to `batchSize` queued finishes). */
@@ -64,14 +73,23 @@ export class Completer {
   /** Resolves when every queued finish is written (and its notifications sent). */
   async drain(): Promise<void> {
     if (this.flushing || this.buffer.length > 0) {
-      await new Promise<void>((resolve) => this.idleWaiters.push(resolve));
+      const idle = new Promise<void>((resolve) => this.idleWaiters.push(resolve));
+      this.endDelay?.();
+      await idle;
     }
     await this.notices.drain();
+  }
+
+  /** Writes from now on without waiting for more finishes to join (the worker is stopping). */
+  hurry(): void {
+    this.hurried = true;
+    this.endDelay?.();
   }
 
   /** Stops retrying writes after the current one (the tasks stay RUNNING for the reaper). Idempotent. */
   stop(): void {
     this.stopped = true;
+    this.hurry();
   }
 
   private async flushLoop(): Promise<void> {
@@ -79,11 +97,26 @@ export class Completer {
     await new Promise((resolve) => setImmediate(resolve));
     while (this.buffer.length > 0) {
       await this.runOnce();
+      if (this.buffer.length > 0) await this.delay();
     }
     this.flushing = null;
     const waiters = this.idleWaiters;
     this.idleWaiters = [];
     for (const resolve of waiters) resolve();
+  }
+
+  // Finishes arrived during the write just made: let more join the next one, unless nothing should wait.
+  private async delay(): Promise<void> {
+    if (this.delayMs === 0 || this.hurried || this.idleWaiters.length > 0) return;
+    if (this.buffer.length >= this.batchSize) return;
+    await new Promise<void>((resolve) => {
+      const timer = setTimeout(() => this.endDelay?.(), this.delayMs);
+      this.endDelay = () => {
+        clearTimeout(timer);
+        this.endDelay = null;
+        resolve();
+      };
+    });
   }
 
   private async write(batch: TaskFinish[]): Promise<CompleterResult> {

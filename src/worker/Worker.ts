@@ -168,6 +168,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
     const { producer, dispatcher, completer, services, leader, listener, pool } = this.parts;
     const wasRunning = this.state === 'running';
     this.state = 'stopping';
+    completer.hurry();
     if (wasRunning) {
       this.logger.info({ held: dispatcher.size }, 'worker stopping: no new claims');
       dispatcher.pause();

@@ -292,6 +292,7 @@ export function assemble(
   completer = new Completer(
     db,
     cfg.completionBatchSize,
+    cfg.completionDelayMs,
     {
       onSettled: (result, finishes) => sink.onSettled(result, finishes),
       onError: (error) => sink.fail('writing task outcomes failed', error),
