@@ -18,7 +18,7 @@ interface Waiter {
 
 /** What a {@link ResultWaiter} waits on: tasks, or other things that finish (workflows). */
 export interface OutcomeSource {
-  /** The channel whose notifications carry the ids that finished (comma-separated). */
+  /** The channel whose notifications carry the ids that finished, or left a claim for PENDING (comma-separated). */
   channel(schema: string): string;
   /** The outcomes of these ids: null for one not finished yet; an id missing from the map does not exist. */
   read(db: Database, ids: string[]): Promise<Map<string, TaskResult<unknown> | null>>;

@@ -1,6 +1,7 @@
 /**
  * In soft cap mode a claimed task whose start found no room under the cap waits for room to open: an outcome
- * written by its own worker or a `task_done` heard from another one starts it at once, and while nothing happens
+ * written by its own worker, or a run of another one that ended or was handed back (its `task_done`) starts it at
+ * once, and while nothing happens
  * the worker tries again less and less often, up to its poll interval, instead of one cap-lock transaction after
  * another for as long as a long run holds the cap.
  */
@@ -8,6 +9,7 @@ import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import type { App } from '../../src/client/App.js';
 import { TaskStartWithinCap } from '../../src/db/capacity.js';
+import { TaskError } from '../../src/errors.js';
 import { createWorker } from '../../src/worker/Worker.js';
 import { trackStarts, useTestSchema, waitForEvent } from '../support/db.js';
 import { gate } from '../support/gate.js';
@@ -105,6 +107,50 @@ describe('soft cap: deferred starts', () => {
         [handles.map((h) => h.id)],
       );
       expect(ran).toEqual([{ claimed_by_worker_id: b.id }, { claimed_by_worker_id: b.id }]);
+    } finally {
+      release.open();
+      await Promise.all([a.stop(), b.stop()]);
+    }
+  });
+
+  it("start when another worker's run under the cap ends in a retry", async () => {
+    const release = gate();
+    const queue = 'retried_q';
+    const app = t.app({ queues: [queue], clusterWideCap: 1, capMode: 'soft', prefetchBuffer: 2 });
+    // Fails once and is retried a minute later: its run ends, and the task goes back to PENDING, not to an end.
+    const flaky = app.task({
+      name: 'retried.long',
+      input: z.object({}),
+      queue,
+      retry: { maxRetries: 1, retryOn: ['FLAKY'], backoff: 'constant', baseDelayMs: 60_000 },
+      handler: async () => {
+        await release.wait;
+        return new TaskError('FLAKY', 'tried again later');
+      },
+    });
+    const quick = app.task({
+      name: 'retried.quick',
+      input: z.object({ i: z.number() }),
+      queue,
+      handler: ({ i }) => i,
+    });
+    const a = createWorker(app, { concurrency: 1, pollIntervalMs: 60_000, maintenance: false });
+    const startsA = trackStarts(a);
+    await a.start();
+    const b = createWorker(app, { concurrency: 2, prefetch: 2, pollIntervalMs: 60_000, maintenance: false });
+    try {
+      const retried = await flaky.send({});
+      await startsA(retried.id);
+      const claimed = waitForEvent(b, 'task:claimed', (ids) => ids.length === 2);
+      await b.start();
+      const handles = await quick.sendMany([0, 1].map((i) => ({ input: { i } })));
+      await claimed;
+      await new Promise((resolve) => setTimeout(resolve, BACKED_OFF_MS));
+      release.open();
+      // A's run ends in a retry: the cap has room again, though nothing finished.
+      for (const [i, h] of handles.entries())
+        expect(await h.result({ timeoutMs: PROMPTLY_MS })).toEqual({ ok: true, value: i });
+      expect((await app.getTask(retried.id))?.status).toBe('PENDING');
     } finally {
       release.open();
       await Promise.all([a.stop(), b.stop()]);
