@@ -2,7 +2,7 @@
  * Writes finished tasks. Finishes queue up while a write is in flight and go out together in the next one, so a
  * busy worker sends one statement for many tasks and an idle one writes each finish at once. When finishes arrived
  * during a write (the worker is busy), the next write waits up to `delayMs` for more to join it, unless a full
- * batch waits or a drain does: fewer, larger statements. A failed write is retried with backoff; a batch that a
+ * batch waits, a drain does, or a finish that others wait for (see {@link add}): fewer, larger statements. A failed write is retried with backoff; a batch that a
  * single bad row breaks is split so the others still land.
  */
 import type { Database } from '../db/Database.js';
@@ -35,6 +35,8 @@ export class Completer {
   private stopped = false;
   /** The worker is stopping: writes no longer wait for more finishes. */
   private hurried = false;
+  /** Queued finishes that must not wait for company (see {@link add}), by task id. */
+  private readonly urgent = new Set<string>();
   /** Ends the wait of the next write for more finishes (null when no write waits). */
   private endDelay: (() => void) | null = null;
 
@@ -53,17 +55,22 @@ export class Completer {
     return this.buffer.length;
   }
 
-  /** Queues a finish for writing. */
-  add(finish: TaskFinish): void {
+  /**
+   * Queues a finish for writing. `urgent`: others wait for it (its task holds room under a cap or a group limit
+   * until its outcome is written), so its write does not wait for more finishes.
+   */
+  add(finish: TaskFinish, urgent = false): void {
     this.buffer.push(finish);
+    if (urgent) this.urgent.add(finish.id);
     if (!this.flushing) this.flushing = this.flushLoop();
-    else if (this.buffer.length >= this.batchSize) this.endDelay?.();
+    else if (urgent || this.buffer.length >= this.batchSize) this.endDelay?.();
   }
 
   /** Writes one batch now (up to `batchSize` queued finishes). */
   async runOnce(): Promise<CompleterResult> {
     const batch = this.buffer.splice(0, this.batchSize);
     if (batch.length === 0) return { finished: [], lost: [] };
+    for (const finish of batch) this.urgent.delete(finish.id);
     const result = await this.write(batch);
     this.notices.add(result.finished.filter((r) => r.status !== 'PENDING').map((r) => r.id));
     this.hooks.onSettled(result, batch);
@@ -108,7 +115,7 @@ export class Completer {
   // Finishes arrived during the write just made: let more join the next one, unless nothing should wait.
   private async delay(): Promise<void> {
     if (this.delayMs === 0 || this.hurried || this.idleWaiters.length > 0) return;
-    if (this.buffer.length >= this.batchSize) return;
+    if (this.buffer.length >= this.batchSize || this.urgent.size > 0) return;
     await new Promise<void>((resolve) => {
       const timer = setTimeout(() => this.endDelay?.(), this.delayMs);
       this.endDelay = () => {

@@ -75,6 +75,11 @@ export class FlowGuard {
     return this.limitedQueues.has(queue);
   }
 
+  /** True when the queue limits the tasks of a group in flight, so that a finish frees room for another. */
+  limitsGroups(queue: string): boolean {
+    return this.groupLimits.has(queue);
+  }
+
   /** True when the start of a task of this queue and name goes through {@link start}. */
   gatesStart(queue: string, taskName: string): boolean {
     return this.queueLimiters.has(queue) || this.taskLimiters.has(taskName);

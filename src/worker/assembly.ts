@@ -252,12 +252,13 @@ export function assemble(
         dispatcher.setPhase(task.id, 'running');
         sink.emit('task:started', task.id, attempt);
       },
-      onFinished: (finish) => {
+      onFinished: (finish, task) => {
         sizer?.ran();
         dispatcher.setPhase(finish.id, 'finishing');
         runs?.ran(finish);
         sink.emit('task:ran', finish.id, finish.status);
-        completer.add(finish);
+        // Under a cap or a group limit the task holds room until its outcome is written: write it at once.
+        completer.add(finish, caps.applies(task.queue_name) || flow.limitsGroups(task.queue_name));
         dispatcher.scheduleDispatch();
         producer.wake(false);
       },

@@ -71,7 +71,8 @@ export interface WorkerConfig {
    * How long a write of outcomes waits for more to join it when outcomes arrived during the write before it (a
    * busy worker; an idle one writes an outcome at once). Fewer, larger finish statements cost the database less
    * per task; the outcomes of a busy worker show up to this much later. Not waited while `completionBatchSize`
-   * outcomes wait, nor by `stop()`. 0: never wait. Default 2 ms.
+   * outcomes wait, for the outcome of a task under a cap or a group limit (it holds room until written), nor by
+   * `stop()`. 0: never wait. Default 2 ms.
    */
   completionDelayMs?: number;
   /** How long `stop()` waits for running handlers before stopping them. Default 30,000 ms. */

@@ -8,6 +8,7 @@ import { z } from 'zod';
 import { createWorker } from '../../src/worker/Worker.js';
 import type { Worker } from '../../src/worker/Worker.js';
 import type { WorkerConfig } from '../../src/worker/config.js';
+import type { AppConfig } from '../../src/index.js';
 import { eventually, useTestSchema, waitForEvent } from '../support/db.js';
 import { gate } from '../support/gate.js';
 
@@ -15,8 +16,11 @@ const t = await useTestSchema();
 
 let worker: Worker | null = null;
 let blocker: PoolClient | null = null;
+/** Opens the gates of the running test's tasks, so that its worker stops without leaving a task behind. */
+let openGates: () => void = () => undefined;
 
 afterEach(async () => {
+  openGates();
   await blocker?.query('ROLLBACK').catch(() => undefined);
   blocker?.release();
   blocker = null;
@@ -29,9 +33,13 @@ afterEach(async () => {
  * Every write of outcomes is recorded as the ids it wrote. The attempts table is locked until `unlock()`, so the
  * first write (a's) waits for it.
  */
-async function busyWorker(config: WorkerConfig) {
-  const app = t.app();
+async function busyWorker(config: WorkerConfig, appConfig: Partial<AppConfig> = {}, group?: string) {
+  const app = t.app(appConfig);
   const gates = { a: null, b: gate(), c: gate() };
+  openGates = () => {
+    gates.b.open();
+    gates.c.open();
+  };
   const task = app.task({
     name: 'delay.task',
     input: z.object({ k: z.enum(['a', 'b', 'c']) }),
@@ -100,6 +108,20 @@ describe('completionDelayMs', () => {
     await eventually(async () => writes.length > 1, 10_000);
     expect(writes.map((w) => [...w].sort())).toEqual([[ids.a], [ids.b, ids.c].sort()]);
   });
+
+  it.each([
+    ['a cluster-wide cap', { clusterWideCap: 3 }, undefined],
+    ['a per-group limit', { queues: [{ name: 'default', maxConcurrencyPerGroup: 3 }] }, 'g'],
+  ] as const)(
+    'writes at once the outcome of a task under %s, which frees room',
+    async (_, appConfig, group) => {
+      const { writes, ids, unlock } = await busyWorker({ completionDelayMs: 30_000 }, appConfig, group);
+      await unlock();
+      // b's outcome ended during a's write, but it holds room that other claims wait for: no 30 s wait.
+      await eventually(async () => writes.length > 1, 10_000);
+      expect(writes).toEqual([[ids.a], [ids.b]]);
+    },
+  );
 
   it('does not hold the outcomes of a stopping worker', async () => {
     const { worker: w, writes, ids, openC, unlock } = await busyWorker({ completionDelayMs: 30_000 });
