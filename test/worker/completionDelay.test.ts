@@ -58,11 +58,9 @@ async function busyWorker(config: WorkerConfig, appConfig: Partial<AppConfig> = 
   const ran: string[] = [];
   w.on('task:ran', (id) => ran.push(id));
   await w.start();
-  const [a, b, c] = await task.sendMany([
-    { input: { k: 'a' } },
-    { input: { k: 'b' } },
-    { input: { k: 'c' } },
-  ]);
+  const [a, b, c] = await task.sendMany(
+    (['a', 'b', 'c'] as const).map((k) => ({ input: { k }, ...(group === undefined ? {} : { group }) })),
+  );
   // a's outcome is being written (held by the lock); b ends while it is.
   await eventually(async () => ran.includes(a!.id));
   gates.b.open();
