@@ -10,9 +10,10 @@
  *      worker (median of LATENCY_SENDS, default 300);
  *   d. 1,000 workflows of 10 nodes (1 root, 8 parallel, 1 join), started before the worker (workflows/s).
  *
- * a, b and d run once more with prefetch 490 (claims of up to 500). Figures are medians of the rounds with the
- * lowest and highest in brackets. Then, for b, c and d of the last round, each workflow statement's calls and
- * time per call as the worker saw it (its lock waits included).
+ * a, b and d run once more with prefetch 490 (claims of up to 500). COMPLETION_DELAY_MS sets the workers'
+ * `completionDelayMs`. Figures are medians of the rounds with the lowest and highest in brackets. Then, for b, c
+ * and d of the last round, each workflow statement's calls and time per call as the worker saw it (its lock waits
+ * included).
  */
 import { pino } from 'pino';
 import { z } from 'zod';
@@ -102,7 +103,15 @@ async function withWorker<T>(
   config: WorkerConfig,
   fn: (worker: ReturnType<typeof createWorker>) => Promise<T>,
 ): Promise<T> {
-  const worker = createWorker(app, { concurrency: 10, snapshotIntervalMs: 0, maintenance: false, ...config });
+  const worker = createWorker(app, {
+    concurrency: 10,
+    snapshotIntervalMs: 0,
+    maintenance: false,
+    ...(process.env.COMPLETION_DELAY_MS
+      ? { completionDelayMs: Number(process.env.COMPLETION_DELAY_MS) }
+      : {}),
+    ...config,
+  });
   worker.on('worker:error', (error) => console.error('worker error:', error));
   try {
     return await fn(worker);
