@@ -2,8 +2,8 @@
  * Writes finished tasks. Finishes queue up while a write is in flight and go out together in the next one, so a
  * busy worker sends one statement for many tasks and an idle one writes each finish at once. When finishes arrived
  * during a write (the worker is busy), the next write waits up to `delayMs` for more to join it, unless a full
- * batch waits, a drain does, or a finish that others wait for (see {@link add}): fewer, larger statements. A failed write is retried with backoff; a batch that a
- * single bad row breaks is split so the others still land.
+ * batch waits, a drain does, or a finish that others wait for (see {@link add}): fewer, larger statements. A
+ * failed write is retried with backoff; a batch that a single bad row breaks is split so the others still land.
  */
 import type { Database } from '../db/Database.js';
 import { isTransientDatabaseError } from '../db/Database.js';
