@@ -40,14 +40,24 @@ export const CapRoom = statement<CapLimits & { queue: string; running: boolean }
   (p) => [p.key, p.queue, p.clusterCap, p.queueCap, p.extra, p.running],
 );
 
+/** A row of a claim within a cap: the room it found, with a claimed task (all null when it claimed none). */
+export type CappedClaimRow<R> = { room: number } & { [K in keyof R]: R[K] | null };
+
+/** The tasks of claim rows within a cap (a row with the room alone carries none). */
+export function claimedWithinCap<R extends { id: string }>(rows: CappedClaimRow<R>[]): R[] {
+  return rows.filter((r) => r.id !== null) as unknown as R[];
+}
+
 /**
  * A claim (as `TaskClaim`) of at most the room left under a cap, in one statement: its limit is the cap's room,
- * counted under the cap's lock, and it commits, releasing the lock, as it returns.
+ * counted under the cap's lock, and it commits, releasing the lock, as it returns. Every row carries the room it
+ * found (see {@link CappedClaimRow}).
  */
-export const TaskClaimWithinCap = statement<ClaimParams & { cap: CapLimits }, ClaimedTaskRow>(
+export const TaskClaimWithinCap = statement<ClaimParams & { cap: CapLimits }, CappedClaimRow<ClaimedTaskRow>>(
   'TaskClaimWithinCap',
-  `SELECT * FROM {{schema}}.horsies_claim_tasks(
-     $1, $2::text[], LEAST($3, {{schema}}.horsies_cap_room($9, $1, $10, $11, $12, false)), $4, $5, $6, $7, $8)`,
+  `SELECT r.room, c.*
+   FROM (SELECT {{schema}}.horsies_cap_room($9, $1, $10, $11, $12, false) AS room OFFSET 0) r
+   LEFT JOIN LATERAL {{schema}}.horsies_claim_tasks($1, $2::text[], LEAST($3, r.room), $4, $5, $6, $7, $8) c ON true`,
   (p) => [...TaskClaim.values(p), p.cap.key, p.cap.clusterCap, p.cap.queueCap, p.cap.extra],
 );
 
@@ -73,14 +83,14 @@ export const TaskStartWithinCap = statement<
 
 /**
  * A claim that starts (as `TaskClaimAndStart`) of at most the room left under a cap whose starts are not gated (hard
- * mode), in one statement, as {@link TaskClaimWithinCap}.
+ * mode), in one statement, as {@link TaskClaimWithinCap}, whose rows carry the room as its do.
  */
 export const TaskClaimAndStartWithinCap = statement<
   ClaimAndStartParams & { cap: CapLimits },
-  ClaimAndStartRow
+  CappedClaimRow<ClaimAndStartRow>
 >(
   'TaskClaimAndStartWithinCap',
-  claimAndStartSql('LEAST($3, {{schema}}.horsies_cap_room($13, $1, $14, $15, $16, false))'),
+  claimAndStartSql('$3', '{{schema}}.horsies_cap_room($13, $1, $14, $15, $16, false)'),
   (p) => [...TaskClaimAndStart.values(p), p.cap.key, p.cap.clusterCap, p.cap.queueCap, p.cap.extra],
 );
 

@@ -349,14 +349,21 @@ export type ClaimAndStartParams = ClaimParams & {
 };
 
 /**
- * The text of {@link TaskClaimAndStart}, with `limit` as the claim's limit (`$3`, or an expression of it). With
+ * The text of {@link TaskClaimAndStart}, with `limit` as the claim's limit (`$3`); with `room`, an expression of
+ * the room left under a cap, also the least of the two, and a `room` column on every row (one row with the room
+ * alone and the task's columns null when nothing was claimed). With
  * `notify`, the claim also sends task_done notifications of outcomes written earlier (see TaskDoneNotify), delivered
  * at its commit: one round trip where two were. Only for a claim that does not wait for its WAL flush, so that it
  * holds the notification lock for a moment only.
  */
-export function claimAndStartSql(limit: string): string {
-  return `WITH done AS (SELECT count(pg_notify($11, chunk)) FROM unnest($12::text[]) AS chunk)
-   SELECT c.* FROM done, {{schema}}.horsies_claim_and_start($1, $2::text[], ${limit}, $4, $5, $6, $7, $8, $9, $10) c`;
+export function claimAndStartSql(limit: string, room?: string): string {
+  const done = `WITH done AS (SELECT count(pg_notify($11, chunk)) FROM unnest($12::text[]) AS chunk)`;
+  const claim = (n: string): string =>
+    `{{schema}}.horsies_claim_and_start($1, $2::text[], ${n}, $4, $5, $6, $7, $8, $9, $10)`;
+  if (room === undefined) return `${done}\n   SELECT c.* FROM done, ${claim(limit)} c`;
+  // The room first (OFFSET 0 keeps it a step of its own), then the claim of at most that many.
+  return `${done}, r AS (SELECT ${room} AS room OFFSET 0)
+   SELECT r.room, c.* FROM done, r LEFT JOIN LATERAL ${claim(`LEAST(${limit}, r.room)`)} c ON true`;
 }
 
 /**

@@ -5,7 +5,8 @@
  * (`TaskClaimAndStart`: those go from PENDING to RUNNING in one row update).
  */
 import type { Database } from '../db/Database.js';
-import { TaskClaimAndStartWithinCap, TaskClaimWithinCap } from '../db/capacity.js';
+import { TaskClaimAndStartWithinCap, TaskClaimWithinCap, claimedWithinCap } from '../db/capacity.js';
+import type { CappedClaimRow } from '../db/capacity.js';
 import { TaskClaimAndStart, inClaimOrder } from '../db/tasks.js';
 import type { ClaimAndStartRow, ClaimedTaskRow, WorkerIdentity } from '../db/tasks.js';
 import type { CapGuard } from './CapGuard.js';
@@ -58,6 +59,13 @@ export class Producer {
   private moreLikely = true;
   private failures = 0;
   private readonly timers = new Set<NodeJS.Timeout>();
+  /**
+   * Capped queues whose last claim took the last of the room it found: a send to them cannot be claimed, so they
+   * are left out of claim passes until room may have opened ({@link capRoomMayHaveOpened}, or a poll).
+   */
+  private readonly capFull = new Set<string>();
+  /** Counts the signs that room may have opened: a claim counted before the latest one does not mark a queue full. */
+  private roomSigns = 0;
 
   constructor(
     private readonly db: Database,
@@ -80,6 +88,7 @@ export class Producer {
     this.moreLikely = false;
     const claimed: ClaimedTaskRow[] = [];
     for (const queue of this.options.queues) {
+      if (this.capFull.has(queue)) continue;
       const wanted = limit - claimed.length;
       const { rows, started } = this.flow?.applies(queue)
         ? await this.claimLimited(this.flow, queue, taskNames, wanted)
@@ -108,9 +117,23 @@ export class Producer {
   // through the dispatcher.
   private async claimCapped(queue: string, taskNames: string[], wanted: number): Promise<ClaimedTaskRow[]> {
     const cap = this.caps.limits(queue, 'claim');
-    return inClaimOrder(
-      await this.db.run(TaskClaimWithinCap, { ...this.claimParams(queue, taskNames), limit: wanted, cap }),
-    );
+    const signs = this.roomSigns;
+    const rows = await this.db.run(TaskClaimWithinCap, {
+      ...this.claimParams(queue, taskNames),
+      limit: wanted,
+      cap,
+    });
+    return inClaimOrder(this.withinRoom(queue, rows, signs));
+  }
+
+  // The tasks of a capped claim. One that took all the room it found (or found none) leaves its queue full, unless
+  // a sign that room may have opened came while it ran (`signs` is the count when it was sent): its count may
+  // predate the room.
+  private withinRoom<R extends { id: string }>(queue: string, rows: CappedClaimRow<R>[], signs: number): R[] {
+    const claimed = claimedWithinCap(rows);
+    if ((rows[0]?.room ?? 0) <= claimed.length && signs === this.roomSigns) this.capFull.add(queue);
+    else this.capFull.delete(queue);
+    return claimed;
   }
 
   // One statement claims and, for the slots free now, starts too (one row update per task); under a cap that does
@@ -130,12 +153,13 @@ export class Producer {
         notify,
       };
       try {
-        return this.caps.applies(queue)
-          ? await this.db.run(TaskClaimAndStartWithinCap, {
-              ...params,
-              cap: this.caps.limits(queue, 'claim'),
-            })
-          : await this.db.run(TaskClaimAndStart, params);
+        if (!this.caps.applies(queue)) return await this.db.run(TaskClaimAndStart, params);
+        const signs = this.roomSigns;
+        const rows = await this.db.run(TaskClaimAndStartWithinCap, {
+          ...params,
+          cap: this.caps.limits(queue, 'claim'),
+        });
+        return this.withinRoom(queue, rows, signs);
       } catch (error) {
         if (notify) this.notices?.giveBack(notify);
         throw error;
@@ -226,6 +250,15 @@ export class Producer {
     this.timers.add(timer);
   }
 
+  /**
+   * Room may have opened under the caps (a task finished or left its claim, here or elsewhere): capped queues
+   * whose room ran out are claimed from again at the next pass.
+   */
+  capRoomMayHaveOpened(): void {
+    this.roomSigns += 1;
+    this.capFull.clear();
+  }
+
   /** Stops claiming; resolves when the loop has exited. Idempotent. */
   async stop(): Promise<void> {
     for (const timer of this.timers) clearTimeout(timer);
@@ -259,7 +292,11 @@ export class Producer {
       // A full claim suggests more work: claim again at once, but only for a batch worth a statement (slots free
       // up one by one as runs end; a claim per few of them would cost more than it brings).
       if (full && (this.hooks.idle() || this.hooks.capacity() >= this.options.refillThreshold())) continue;
-      if (!this.woken && this.running) await this.sleep(this.options.pollIntervalMs, true);
+      if (!this.woken && this.running) {
+        await this.sleep(this.options.pollIntervalMs, true);
+        // A poll: room may have opened with no sign of it (the lease of a dead worker's claim ran out).
+        if (!this.woken) this.capRoomMayHaveOpened();
+      }
     }
   }
 

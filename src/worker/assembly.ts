@@ -287,7 +287,13 @@ export function assemble(
       holdMs: cfg.prefetch > 0 ? cfg.prefetchHoldMs : 0,
     },
     logger,
-    { onReleased: () => producer.wake(false), onError: (what, error) => sink.fail(what, error) },
+    {
+      onReleased: () => {
+        producer.capRoomMayHaveOpened();
+        producer.wake(false);
+      },
+      onError: (what, error) => sink.fail(what, error),
+    },
     flow,
   );
   completer = new Completer(
@@ -396,11 +402,15 @@ function wakeOnNotifications(
   const doneChannel = channels.taskDone(schema);
   listener.on('notification', (channel) => {
     if (channel === cancelChannel) return;
-    if (channel === doneChannel) dispatcher.capRoomMayHaveOpened();
+    if (channel === doneChannel) {
+      dispatcher.capRoomMayHaveOpened();
+      producer.capRoomMayHaveOpened();
+    }
     producer.wake();
   });
   listener.on('reconnect', () => {
     logger.info('LISTEN connection back');
+    producer.capRoomMayHaveOpened();
     producer.wake();
   });
   listener.on('error', (error) => logger.warn({ err: error }, 'LISTEN connection lost; reconnecting'));

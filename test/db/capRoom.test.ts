@@ -10,6 +10,7 @@ import {
   TaskClaimAndStartWithinCap,
   TaskClaimWithinCap,
   TaskStartWithinCap,
+  claimedWithinCap,
 } from '../../src/db/capacity.js';
 import type { CapLimits } from '../../src/db/capacity.js';
 import { TaskClaim, TaskStartMany, inClaimOrder } from '../../src/db/tasks.js';
@@ -86,7 +87,8 @@ describe('capped claims in one statement', () => {
     const { got, statuses } = await behindHolder('room_claim', false, ({ app, cap, claim }) =>
       app.db.run(TaskClaimWithinCap, { ...claim, limit: 4, cap }),
     );
-    expect(got).toEqual([]);
+    // The room alone: none was left.
+    expect(got).toEqual([expect.objectContaining({ room: 0, id: null })]);
     expect(statuses).toEqual({ CLAIMED: 2, PENDING: 2 });
   });
 
@@ -94,7 +96,7 @@ describe('capped claims in one statement', () => {
     const { got, statuses } = await behindHolder('room_start', true, ({ app, cap, claim }) =>
       app.db.run(TaskClaimAndStartWithinCap, { ...claim, limit: 4, start: 4, cap }),
     );
-    expect(got).toEqual([]);
+    expect(got).toEqual([expect.objectContaining({ room: 0, id: null })]);
     expect(statuses).toEqual({ RUNNING: 2, PENDING: 2 });
   });
 
@@ -149,11 +151,16 @@ describe('capped claims in one statement', () => {
 
   it('claim up to the room left, never more than asked for', async () => {
     const { app, cap, claim } = await cappedQueue('room_left', 5);
-    expect(await app.db.run(TaskClaimWithinCap, { ...claim, limit: 1, cap })).toHaveLength(1);
-    expect(await app.db.run(TaskClaimWithinCap, { ...claim, limit: 5, cap })).toHaveLength(1);
-    expect(await app.db.run(TaskClaimWithinCap, { ...claim, limit: 5, cap })).toHaveLength(0);
+    const claimWithin = async (limit: number, limits = cap) => {
+      const rows = await app.db.run(TaskClaimWithinCap, { ...claim, limit, cap: limits });
+      return { room: rows[0]?.room, claimed: claimedWithinCap(rows).length };
+    };
+    // Every row says the room the claim found, and a claim of none says it alone.
+    expect(await claimWithin(1)).toEqual({ room: 2, claimed: 1 });
+    expect(await claimWithin(5)).toEqual({ room: 1, claimed: 1 });
+    expect(await claimWithin(5)).toEqual({ room: 0, claimed: 0 });
     // A cluster cap counts every queue: the two claimed here (and the earlier tests') leave a cap of 2 no room.
     const cluster = { ...cap, key: `horsies.cap.${t.schema}`, clusterCap: 2, queueCap: null };
-    expect(await app.db.run(TaskClaimWithinCap, { ...claim, limit: 5, cap: cluster })).toHaveLength(0);
+    expect(await claimWithin(5, cluster)).toEqual({ room: 0, claimed: 0 });
   });
 });
