@@ -41,21 +41,22 @@ export class CapGuard {
 
   /**
    * Claims up to `limit` from `queue` within the caps, with a claim of more than one statement: a transaction takes
-   * the cap's lock and counts the room (`CapRoom`), then `claim` runs on its connection with the room left.
+   * the cap's lock and counts the room (`CapRoom`), then `claim` runs on its connection with the room left. Returns
+   * the claimed rows and the room the count found.
    */
   claimWithin<R>(
     queue: string,
     limit: number,
     claim: (on: Queryable, limit: number) => Promise<R[]>,
-  ): Promise<R[]> {
+  ): Promise<{ rows: R[]; room: number }> {
     return this.db.transaction(async (client) => {
       const [row] = await this.db.run(
         CapRoom,
         { ...this.limits(queue, 'claim'), queue, running: false },
         client,
       );
-      const room = Math.min(limit, row!.room);
-      return room > 0 ? claim(client, room) : [];
+      const room = row!.room;
+      return { rows: Math.min(limit, room) > 0 ? await claim(client, Math.min(limit, room)) : [], room };
     });
   }
 

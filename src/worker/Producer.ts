@@ -131,9 +131,13 @@ export class Producer {
   // predate the room.
   private withinRoom<R extends { id: string }>(queue: string, rows: CappedClaimRow<R>[], signs: number): R[] {
     const claimed = claimedWithinCap(rows);
-    if ((rows[0]?.room ?? 0) <= claimed.length && signs === this.roomSigns) this.capFull.add(queue);
-    else this.capFull.delete(queue);
+    this.noteRoom(queue, rows[0]?.room ?? 0, claimed.length, signs);
     return claimed;
+  }
+
+  private noteRoom(queue: string, room: number, claimed: number, signs: number): void {
+    if (room <= claimed && signs === this.roomSigns) this.capFull.add(queue);
+    else this.capFull.delete(queue);
   }
 
   // One statement claims and, for the slots free now, starts too (one row update per task); under a cap that does
@@ -210,9 +214,11 @@ export class Producer {
   ): Promise<{ rows: ClaimedTaskRow[]; started: StartedWithClaim | undefined }> {
     const params = this.claimParams(queue, taskNames);
     if (this.caps.applies(queue)) {
-      const rows = await this.caps.claimWithin(queue, wanted, (on, room) =>
-        flow.claim({ ...params, limit: room }, 0, on),
+      const signs = this.roomSigns;
+      const { rows, room } = await this.caps.claimWithin(queue, wanted, (on, limit) =>
+        flow.claim({ ...params, limit }, 0, on),
       );
+      this.noteRoom(queue, room, rows.length, signs);
       return { rows, started: undefined };
     }
     return this.startingClaim(queue, wanted, (start) => flow.claim({ ...params, limit: wanted }, start));

@@ -17,7 +17,10 @@ function countCappedClaims(app: App): () => number {
   let claims = 0;
   const run = app.db.run.bind(app.db);
   app.db.run = ((stmt, params, on) => {
-    if (stmt.name.endsWith('WithinCap') && stmt.name.startsWith('TaskClaim')) claims += 1;
+    // One statement, or a transaction that counts the room first (under a rate limiter too).
+    if ((stmt.name.endsWith('WithinCap') && stmt.name.startsWith('TaskClaim')) || stmt.name === 'CapRoom') {
+      claims += 1;
+    }
     return run(stmt, params, on);
   }) as typeof app.db.run;
   return () => claims;
@@ -27,6 +30,10 @@ describe('a full cap', () => {
   it.each([
     ['a hard cluster-wide cap', { clusterWideCap: 1 }],
     ['a soft queue cap', { queues: [{ name: 'full', maxConcurrency: 1 }], capMode: 'soft' }],
+    [
+      'a cap and a rate limiter',
+      { clusterWideCap: 1, queues: [{ name: 'full', rateLimit: { max: 1000, intervalMs: 1000 } }] },
+    ],
   ] as const)('is not claimed again on every send under %s', async (_, config: Partial<AppConfig>) => {
     const release = gate();
     const app = t.app({ queues: ['full'], ...config });
