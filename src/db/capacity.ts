@@ -40,29 +40,29 @@ export const CapRoom = statement<CapLimits & { queue: string; running: boolean }
   (p) => [p.key, p.queue, p.clusterCap, p.queueCap, p.extra, p.running],
 );
 
-/** A row of a claim within a cap: the room it found, with a claimed task (all null when it claimed none). */
-export type CappedClaimRow<R> = { room: number } & { [K in keyof R]: R[K] | null };
+/**
+ * A row of a claim or start within a cap: the room it found, with a task it claimed or started (all null, in the
+ * one row it returns, when it took none).
+ */
+export type CappedRow<R> = { room: number } & { [K in keyof R]: R[K] | null };
 
-/** The tasks of claim rows within a cap (a row with the room alone carries none). */
-export function claimedWithinCap<R extends { id: string }>(rows: CappedClaimRow<R>[]): R[] {
+/** The tasks of rows within a cap (a row with the room alone carries none). */
+export function rowsWithinCap<R extends { id: string }>(rows: CappedRow<R>[]): R[] {
   return rows.filter((r) => r.id !== null) as unknown as R[];
 }
 
 /**
  * A claim (as `TaskClaim`) of at most the room left under a cap, in one statement: its limit is the cap's room,
  * counted under the cap's lock, and it commits, releasing the lock, as it returns. Every row carries the room it
- * found (see {@link CappedClaimRow}).
+ * found (see {@link CappedRow}).
  */
-export const TaskClaimWithinCap = statement<ClaimParams & { cap: CapLimits }, CappedClaimRow<ClaimedTaskRow>>(
+export const TaskClaimWithinCap = statement<ClaimParams & { cap: CapLimits }, CappedRow<ClaimedTaskRow>>(
   'TaskClaimWithinCap',
   `SELECT r.room, c.*
    FROM (SELECT {{schema}}.horsies_cap_room($9, $1, $10, $11, $12, false) AS room OFFSET 0) r
    LEFT JOIN LATERAL {{schema}}.horsies_claim_tasks($1, $2::text[], LEAST($3, r.room), $4, $5, $6, $7, $8) c ON true`,
   (p) => [...TaskClaim.values(p), p.cap.key, p.cap.clusterCap, p.cap.queueCap, p.cap.extra],
 );
-
-/** A row of {@link TaskStartWithinCap}: the room, with a start row (all null when nothing started). */
-export type CappedStartRow = { room: number } & { [K in keyof TaskStartRow]: TaskStartRow[K] | null };
 
 /**
  * Soft mode: the start (as `TaskStartMany`) of as many of `tasks`, in order, as a cap leaves room to run, counted
@@ -71,7 +71,7 @@ export type CappedStartRow = { room: number } & { [K in keyof TaskStartRow]: Tas
  */
 export const TaskStartWithinCap = statement<
   { workerId: string; tasks: StartingTask[]; waitForFlush?: boolean; queue: string; cap: CapLimits },
-  CappedStartRow
+  CappedRow<TaskStartRow>
 >(
   'TaskStartWithinCap',
   `SELECT r.room, s.*
@@ -87,7 +87,7 @@ export const TaskStartWithinCap = statement<
  */
 export const TaskClaimAndStartWithinCap = statement<
   ClaimAndStartParams & { cap: CapLimits },
-  CappedClaimRow<ClaimAndStartRow>
+  CappedRow<ClaimAndStartRow>
 >(
   'TaskClaimAndStartWithinCap',
   claimAndStartSql('$3', '{{schema}}.horsies_cap_room($13, $1, $14, $15, $16, false)'),

@@ -9,7 +9,8 @@
  * lock (so a worker claims no more than could start now).
  */
 import { statement } from './Database.js';
-import type { ClaimAndStartRow, ClaimParams, TaskStartRow } from './tasks.js';
+import { TaskStartMany } from './tasks.js';
+import type { ClaimAndStartRow, ClaimParams, StartingTask, TaskStartRow } from './tasks.js';
 
 /** One limiter as a statement takes it: its key and its settings. */
 export interface LimiterSpec {
@@ -74,7 +75,7 @@ export const TaskStartLimited = statement<
   {
     limiters: readonly LimiterSpec[];
     workerId: string;
-    tasks: { id: string; generation: number; workflow: boolean }[];
+    tasks: StartingTask[];
     waitForFlush: boolean;
   },
   LimitedStartRow
@@ -82,14 +83,7 @@ export const TaskStartLimited = statement<
   'TaskStartLimited',
   `SELECT * FROM {{schema}}.horsies_start_limited($1::text[], $2::int[], $3::int[], $4, $5::text[], $6::text[], $7,
      $8::text[])`,
-  ({ limiters, workerId, tasks, waitForFlush }) => [
-    ...limiterArrays(limiters),
-    workerId,
-    tasks.map((t) => t.id),
-    tasks.map((t) => `${t.id}:${t.generation}`),
-    waitForFlush,
-    tasks.filter((t) => t.workflow).map((t) => t.id),
-  ],
+  ({ limiters, ...start }) => [...limiterArrays(limiters), ...TaskStartMany.values(start)],
 );
 
 /** No start under these limiters for `afterMs` from the database's now (unless a later pause stands). */

@@ -396,6 +396,11 @@ export interface StartingTask extends OwnedTask {
   workflow?: boolean;
 }
 
+/** The tasks to start of claimed rows, as {@link TaskStartMany} and the starts under limits and caps take them. */
+export function startingTasks(tasks: readonly ClaimedTaskRow[]): StartingTask[] {
+  return tasks.map((t) => ({ id: t.id, generation: t.claim_generation, workflow: t.workflow_id !== null }));
+}
+
 /** A row of {@link TaskStartMany}'s result. */
 export interface TaskStartRow {
   id: string;

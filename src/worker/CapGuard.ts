@@ -56,7 +56,8 @@ export class CapGuard {
         client,
       );
       const room = row!.room;
-      return { rows: Math.min(limit, room) > 0 ? await claim(client, Math.min(limit, room)) : [], room };
+      const take = Math.min(limit, room);
+      return { rows: take > 0 ? await claim(client, take) : [], room };
     });
   }
 

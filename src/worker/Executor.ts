@@ -23,9 +23,9 @@ import type { TaskContext, TaskDefinition, TaskWorkflowContext } from '../client
 import type { ErrorCodeMap } from '../client/policy.js';
 import { errorEnvelope, okEnvelope } from '../client/outcome.js';
 import type { Database, Queryable } from '../db/Database.js';
-import { TaskStartWithinCap } from '../db/capacity.js';
+import { TaskStartWithinCap, rowsWithinCap } from '../db/capacity.js';
 import type { CapLimits } from '../db/capacity.js';
-import { TaskOptionsGet, TaskStartMany } from '../db/tasks.js';
+import { TaskOptionsGet, TaskStartMany, startingTasks } from '../db/tasks.js';
 import type { ClaimedTaskRow, TaskFinish, TaskFinishRow, TaskStartRow, WorkerIdentity } from '../db/tasks.js';
 import { TaskError } from '../errors.js';
 import { decideRetry, storedRetryPolicy } from '../retry.js';
@@ -136,20 +136,13 @@ export class Executor {
     tasks: ClaimedTaskRow[],
   ): Promise<{ room: number; rows: TaskStartRow[] }> {
     const rows = await this.db.run(TaskStartWithinCap, { ...this.startParams(tasks), queue, cap });
-    return {
-      room: rows[0]?.room ?? 0,
-      rows: rows.flatMap(({ room: _room, ...row }) => (row.id === null ? [] : [row as TaskStartRow])),
-    };
+    return { room: rows[0]?.room ?? 0, rows: rowsWithinCap(rows) };
   }
 
   private startParams(tasks: ClaimedTaskRow[]) {
     return {
       workerId: this.options.identity.workerId,
-      tasks: tasks.map((t) => ({
-        id: t.id,
-        generation: t.claim_generation,
-        workflow: t.workflow_id !== null,
-      })),
+      tasks: startingTasks(tasks),
       waitForFlush: this.options.synchronousStarts,
     };
   }

@@ -20,7 +20,7 @@ import type { QueueConfig, RateLimit } from '../client/config.js';
 import type { Database, Queryable } from '../db/Database.js';
 import { RateLimiterPause, TaskClaimLimited, TaskStartLimited } from '../db/flow.js';
 import type { LimiterSpec } from '../db/flow.js';
-import { inClaimOrder } from '../db/tasks.js';
+import { inClaimOrder, startingTasks } from '../db/tasks.js';
 import type { ClaimAndStartRow, ClaimParams, ClaimedTaskRow, TaskStartRow } from '../db/tasks.js';
 
 /** What {@link FlowGuard.start} did with a batch of one limiter set. */
@@ -163,11 +163,7 @@ export class FlowGuard {
     return this.db.run(TaskStartLimited, {
       limiters,
       workerId: this.settings.workerId,
-      tasks: tasks.map((t) => ({
-        id: t.id,
-        generation: t.claim_generation,
-        workflow: t.workflow_id !== null,
-      })),
+      tasks: startingTasks(tasks),
       waitForFlush: this.settings.synchronousStarts,
     });
   }

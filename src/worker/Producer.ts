@@ -5,8 +5,8 @@
  * (`TaskClaimAndStart`: those go from PENDING to RUNNING in one row update).
  */
 import type { Database } from '../db/Database.js';
-import { TaskClaimAndStartWithinCap, TaskClaimWithinCap, claimedWithinCap } from '../db/capacity.js';
-import type { CappedClaimRow } from '../db/capacity.js';
+import { TaskClaimAndStartWithinCap, TaskClaimWithinCap, rowsWithinCap } from '../db/capacity.js';
+import type { CappedRow } from '../db/capacity.js';
 import { TaskClaimAndStart, inClaimOrder } from '../db/tasks.js';
 import type { ClaimAndStartRow, ClaimedTaskRow, WorkerIdentity } from '../db/tasks.js';
 import type { CapGuard } from './CapGuard.js';
@@ -129,8 +129,8 @@ export class Producer {
   // The tasks of a capped claim. One that took all the room it found (or found none) leaves its queue full, unless
   // a sign that room may have opened came while it ran (`signs` is the count when it was sent): its count may
   // predate the room.
-  private withinRoom<R extends { id: string }>(queue: string, rows: CappedClaimRow<R>[], signs: number): R[] {
-    const claimed = claimedWithinCap(rows);
+  private withinRoom<R extends { id: string }>(queue: string, rows: CappedRow<R>[], signs: number): R[] {
+    const claimed = rowsWithinCap(rows);
     this.noteRoom(queue, rows[0]?.room ?? 0, claimed.length, signs);
     return claimed;
   }

@@ -10,7 +10,7 @@ import {
   TaskClaimAndStartWithinCap,
   TaskClaimWithinCap,
   TaskStartWithinCap,
-  claimedWithinCap,
+  rowsWithinCap,
 } from '../../src/db/capacity.js';
 import type { CapLimits } from '../../src/db/capacity.js';
 import { TaskClaim, TaskStartMany, inClaimOrder } from '../../src/db/tasks.js';
@@ -153,7 +153,7 @@ describe('capped claims in one statement', () => {
     const { app, cap, claim } = await cappedQueue('room_left', 5);
     const claimWithin = async (limit: number, limits = cap) => {
       const rows = await app.db.run(TaskClaimWithinCap, { ...claim, limit, cap: limits });
-      return { room: rows[0]?.room, claimed: claimedWithinCap(rows).length };
+      return { room: rows[0]?.room, claimed: rowsWithinCap(rows).length };
     };
     // Every row says the room the claim found, and a claim of none says it alone.
     expect(await claimWithin(1)).toEqual({ room: 2, claimed: 1 });

@@ -122,7 +122,8 @@ describe('a full cap', () => {
     try {
       await b.start();
       await returned.wait;
-      await new Promise((resolve) => setTimeout(resolve, 100));
+      // The claim's caller reads the room in the promise callbacks that follow: let them run.
+      await new Promise((resolve) => setImmediate(resolve));
       // Sent once the room has opened: B claims it at the send's notification, unless it still takes the cap for
       // full (then it would wait for the poll, a minute away).
       const handle = await quick.send({});
