@@ -1,7 +1,8 @@
 /**
  * Where a drain's time goes. `npm run profile:drain` (uses DATABASE_URL, or starts an embedded PostgreSQL) drains
  * TASKS no-op tasks (default 20,000) with one worker (CONCURRENCY, default 10; PREFETCH, a number or auto, default
- * 0; PREFETCH_WINDOW_MS with auto; COMPLETION_DELAY_MS, default the worker's) and prints:
+ * 0; PREFETCH_WINDOW_MS with auto; COMPLETION_DELAY_MS, default the worker's; VACUUM_THRESHOLD, a number or off,
+ * default the app's; MAINTENANCE=0 runs no maintenance leader at all) and prints:
  * tasks/s; the CPU time per task of the PostgreSQL processes (read from /proc, so only for a server on this Linux
  * machine) and of this process; and, per statement the worker sent, the calls, tasks per call and time per call
  * as the client saw it, beside the server's execution time and WAL records when `pg_stat_statements` is loaded.
@@ -51,7 +52,16 @@ interface Timing {
 }
 
 async function profile(databaseUrl: string): Promise<void> {
-  const app = createApp({ databaseUrl, schema: SCHEMA, logger: pino({ level: 'warn' }) });
+  const vacuumThreshold = process.env.VACUUM_THRESHOLD;
+  const app = createApp({
+    databaseUrl,
+    schema: SCHEMA,
+    logger: pino({ level: 'warn' }),
+    recovery:
+      vacuumThreshold === undefined
+        ? undefined
+        : { vacuumThreshold: vacuumThreshold === 'off' ? null : Number(vacuumThreshold) },
+  });
   await app.db.pool.query(`DROP SCHEMA IF EXISTS ${SCHEMA} CASCADE`);
   await app.migrate();
   const noop = app.task({ name: 'noop', input: z.object({ i: z.number() }), handler: () => null });
@@ -83,7 +93,8 @@ async function profile(databaseUrl: string): Promise<void> {
     prefetchWindowMs: process.env.PREFETCH_WINDOW_MS ? Number(process.env.PREFETCH_WINDOW_MS) : undefined,
     completionDelayMs: process.env.COMPLETION_DELAY_MS ? Number(process.env.COMPLETION_DELAY_MS) : undefined,
     snapshotIntervalMs: 0,
-    maintenance: false,
+    // The leader's maintenance runs, as in an application: its vacuum check is part of a long drain's cost.
+    maintenance: process.env.MAINTENANCE !== '0',
   });
   let finished = 0;
   const done = new Promise<void>((resolve) =>
@@ -138,7 +149,7 @@ async function profile(databaseUrl: string): Promise<void> {
   } else {
     console.log('\nserver figures skipped: pg_stat_statements is not loaded (shared_preload_libraries)');
   }
-  await app.db.pool.query(`DROP SCHEMA ${SCHEMA} CASCADE`);
+  if (!process.env.KEEP) await app.db.pool.query(`DROP SCHEMA ${SCHEMA} CASCADE`);
   await app.close();
 }
 

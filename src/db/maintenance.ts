@@ -114,3 +114,34 @@ export const TaskPrunePurgeable = statement<{ limit: number; now?: Date | null }
    SELECT count(*)::int AS deleted FROM gone`,
   ({ limit, now }) => [limit, now ?? null],
 );
+
+/**
+ * The task table's dead row versions and live rows, as PostgreSQL's statistics count them (each backend reports
+ * within about a second), and whether this role may vacuum it: its owner (or a member of the owning role), or
+ * a role granted MAINTAIN on it (PostgreSQL 17 and later). No row when the schema has no task table.
+ */
+export const TaskTableVacuumState = statement<
+  { schema: string },
+  { dead: number; live: number; permitted: boolean }
+>(
+  'TaskTableVacuumState',
+  `SELECT pg_stat_get_dead_tuples(c.oid)::float8 AS dead,
+          pg_stat_get_live_tuples(c.oid)::float8 AS live,
+          pg_has_role(c.relowner, 'MEMBER')
+            OR CASE WHEN current_setting('server_version_num')::int >= 170000
+                    THEN has_table_privilege(c.oid, 'MAINTAIN') ELSE false END AS permitted
+   FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+   WHERE n.nspname = $1 AND c.relname = 'horsies_tasks'`,
+  ({ schema }) => [schema],
+);
+
+/**
+ * Vacuums the task table: its indexes always (INDEX_CLEANUP ON: PostgreSQL would otherwise skip them when few
+ * pages hold dead rows, which is exactly when the claim index's dead head is what costs), never truncating it
+ * (that takes a lock the hot path would wait for), and not at all while another vacuum of it runs.
+ */
+export const TaskTableVacuum = statement<Record<string, never>, never>(
+  'TaskTableVacuum',
+  `VACUUM (INDEX_CLEANUP ON, TRUNCATE OFF, SKIP_LOCKED) {{schema}}.horsies_tasks`,
+  () => [],
+);

@@ -4,7 +4,8 @@
  *
  *   migrator  owns the schema and everything in it; runs `horsies migrate`
  *   worker    reads and writes the rows of every horsies table (tasks, attempts, heartbeats, snapshots, the leader
- *             table, schedules, workflows), runs the routines; creates, alters and drops nothing
+ *             table, schedules, workflows), runs the routines, vacuums the task table (PostgreSQL 17 and later);
+ *             creates, alters and drops nothing
  *   producer  sends tasks and starts workflows (INSERT), reads tasks, attempts and workflows; updates no task
  *             (a workflow start steps its own run: it updates workflow rows)
  *
@@ -75,6 +76,12 @@ ALTER DEFAULT PRIVILEGES FOR ROLE ${m} IN SCHEMA ${s} GRANT USAGE, SELECT ON SEQ
 GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA ${s} TO ${w};
 GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA ${s} TO ${w};
 GRANT EXECUTE ON ALL ROUTINES IN SCHEMA ${s} TO ${w};
+-- PostgreSQL 17 and later: workers may vacuum the task table (the maintenance leader's vacuum check).
+DO $$ BEGIN
+  IF current_setting('server_version_num')::int >= 170000 THEN
+    EXECUTE format('GRANT MAINTAIN ON %I.horsies_tasks TO %I', ${literal(schema)}, ${literal(roles.worker)});
+  END IF;
+END $$;
 REVOKE ALL ON ALL TABLES IN SCHEMA ${s} FROM ${p};
 GRANT SELECT, INSERT ON ${PRODUCER_WRITES.map((t) => `${s}.${t}`).join(', ')} TO ${p};
 GRANT UPDATE ON ${PRODUCER_STEPS.map((t) => `${s}.${t}`).join(', ')} TO ${p};

@@ -32,6 +32,16 @@ export interface RecoveryConfig {
    * node without a task, ...) once it has not changed for this long. Default 10,000 ms.
    */
   workflowRecoveryGraceMs?: number;
+  /** How often the leader reads the task table's dead rows to decide on a vacuum. Default 1,000 ms. */
+  vacuumCheckIntervalMs?: number;
+  /**
+   * The leader vacuums the task table when its dead rows pass this many plus `vacuumScaleFactor` of its live
+   * rows, so that claims do not walk over the index entries of tasks claimed since the last vacuum; null leaves
+   * the table to autovacuum. Default 10,000.
+   */
+  vacuumThreshold?: number | null;
+  /** Share of the task table's live rows added to `vacuumThreshold`. Default 0.05. */
+  vacuumScaleFactor?: number;
 }
 
 const hours = z.number().positive().nullable();
@@ -51,6 +61,9 @@ export const recoveryConfigSchema = z
     retentionBatchSize: z.number().int().min(1).max(100_000).default(1000),
     retentionMaxBatchesPerRun: z.number().int().min(1).default(50),
     workflowRecoveryGraceMs: z.number().int().min(0).default(10_000),
+    vacuumCheckIntervalMs: z.number().int().min(100).default(1000),
+    vacuumThreshold: z.number().int().min(1000).nullable().default(10_000),
+    vacuumScaleFactor: z.number().min(0).max(10).default(0.05),
   })
   .superRefine((c, ctx) => {
     if (c.claimedStaleThresholdMs < 2 * c.claimerHeartbeatIntervalMs) {

@@ -14,6 +14,8 @@ import type { HeartbeatRole } from '../db/liveness.js';
 import type { FinishHook, TaskFinish, TaskFinishRow } from '../db/tasks.js';
 import { MaintenanceLeader } from '../recovery/MaintenanceLeader.js';
 import { maintenanceServices } from '../recovery/services.js';
+import { Maintainer } from '../recovery/Maintainer.js';
+import { Vacuumer } from '../recovery/Vacuumer.js';
 import { CancelWatcher } from './CancelWatcher.js';
 import { CapGuard } from './CapGuard.js';
 import { Completer } from './Completer.js';
@@ -350,6 +352,17 @@ export function assemble(
         })
       : null;
   scheduler?.on('scheduler:ran', (result) => sink.emit('maintenance:ran', 'scheduler', result));
+  // The vacuum check keeps its own timer too: the claim index's dead head grows with every claim, by the second.
+  const { vacuumThreshold, vacuumScaleFactor, vacuumCheckIntervalMs } = app.recovery;
+  const vacuum =
+    vacuumThreshold === null
+      ? null
+      : new Maintainer(
+          [new Vacuumer(db, { threshold: vacuumThreshold, scaleFactor: vacuumScaleFactor }, logger)],
+          { checkIntervalMs: vacuumCheckIntervalMs },
+          logger,
+        );
+  vacuum?.on('maintenance:ran', (service, result) => sink.emit('maintenance:ran', service, result));
   const leader = new MaintenanceLeader(
     db,
     { candidateId: identity.workerId, checkIntervalMs: app.recovery.checkIntervalMs },
@@ -362,7 +375,7 @@ export function assemble(
       workflows: host.workflows,
     }),
     logger,
-    scheduler ? [scheduler] : [],
+    [scheduler, vacuum].filter((loop) => loop !== null),
   );
   for (const event of ['leader:elected', 'leader:lost'] as const) {
     leader.on(event, () => {

@@ -11,6 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { App } from '../../src/client/App.js';
 import { rolesSql } from '../../src/db/roles.js';
+import { Vacuumer } from '../../src/recovery/Vacuumer.js';
 import { createWorker } from '../../src/worker/Worker.js';
 import { workflow } from '../../src/workflow/WorkflowDefinition.js';
 import { runCli } from '../support/cli.js';
@@ -129,7 +130,7 @@ describe('least-privilege roles', () => {
       });
       // The leader's maintenance ran under the worker role: every service, and the scheduler.
       await eventually(async () =>
-        ['reaper', 'expirer', 'retainer', 'workflow-recovery', 'scheduler'].every((name) =>
+        ['reaper', 'expirer', 'retainer', 'workflow-recovery', 'scheduler', 'vacuum'].every((name) =>
           maintained.has(name),
         ),
       );
@@ -156,6 +157,22 @@ describe('least-privilege roles', () => {
     // What the producer may do: read its tasks.
     const readable = await producerPool.query(`SELECT count(*)::int AS n FROM "${schema}".horsies_tasks`);
     expect(readable.rows[0].n).toBeGreaterThanOrEqual(222);
+  });
+});
+
+describe('vacuum of the task table', () => {
+  it('the worker role vacuums it (PostgreSQL 17 and later); a role that may not says so once and goes on', async () => {
+    const version = Number((await admin.query('SHOW server_version_num')).rows[0].server_version_num);
+    const always = { threshold: 0, scaleFactor: 0 };
+    const byWorker = await new Vacuumer(appAs('worker').db, always, testLogger).runOnce();
+    expect(byWorker.vacuumed).toBe(version >= 170_000);
+
+    const logged: string[] = [];
+    const logger = pino({ level: 'warn' }, { write: (line: string) => void logged.push(line) });
+    const byProducer = new Vacuumer(appAs('producer').db, always, logger);
+    expect((await byProducer.runOnce()).vacuumed).toBe(false);
+    expect((await byProducer.runOnce()).vacuumed).toBe(false);
+    expect(logged.filter((line) => line.includes('may not vacuum'))).toHaveLength(1);
   });
 });
 

@@ -74,6 +74,9 @@ describe('recovery settings', () => {
       retentionBatchSize: 1000,
       retentionMaxBatchesPerRun: 50,
       workflowRecoveryGraceMs: 10_000,
+      vacuumCheckIntervalMs: 1000,
+      vacuumThreshold: 10_000,
+      vacuumScaleFactor: 0.05,
     });
   });
 
