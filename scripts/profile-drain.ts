@@ -2,7 +2,7 @@
  * Where a drain's time goes. `npm run profile:drain` (uses DATABASE_URL, or starts an embedded PostgreSQL) drains
  * TASKS no-op tasks (default 20,000) with one worker (CONCURRENCY, default 10; PREFETCH, a number or auto, default
  * 0; PREFETCH_WINDOW_MS with auto; COMPLETION_DELAY_MS, default the worker's; VACUUM_THRESHOLD, a number or off,
- * default the app's; MAINTENANCE=0 runs no maintenance leader at all) and prints:
+ * default the app's; MAINTENANCE=0 runs no maintenance leader at all; KEEP=1 leaves the schema behind) and prints:
  * tasks/s; the CPU time per task of the PostgreSQL processes (read from /proc, so only for a server on this Linux
  * machine) and of this process; and, per statement the worker sent, the calls, tasks per call and time per call
  * as the client saw it, beside the server's execution time and WAL records when `pg_stat_statements` is loaded.

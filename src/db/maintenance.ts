@@ -116,17 +116,23 @@ export const TaskPrunePurgeable = statement<{ limit: number; now?: Date | null }
 );
 
 /**
- * The task table's dead row versions and live rows, as PostgreSQL's statistics count them (each backend reports
- * within about a second), and whether this role may vacuum it: its owner (or a member of the owning role), or
- * a role granted MAINTAIN on it (PostgreSQL 17 and later). No row when the schema has no task table.
+ * The task table as PostgreSQL's statistics count it (a busy backend reports at most a second late, one that went
+ * idle within ten seconds): `changed`, the running count of its rows updated other than in place (not HOT) or
+ * deleted, each of which leaves index entries for vacuum; its dead and live rows; its last vacuum (manual or auto,
+ * epoch ms); and whether this role may vacuum it: its owner (or a member of the owning role), or a role granted
+ * MAINTAIN on it (PostgreSQL 17 and later). No row when the schema has no task table.
  */
 export const TaskTableVacuumState = statement<
   { schema: string },
-  { dead: number; live: number; permitted: boolean }
+  { changed: number; dead: number; live: number; lastVacuum: number | null; permitted: boolean }
 >(
   'TaskTableVacuumState',
-  `SELECT pg_stat_get_dead_tuples(c.oid)::float8 AS dead,
+  `SELECT (pg_stat_get_tuples_updated(c.oid) - pg_stat_get_tuples_hot_updated(c.oid)
+           + pg_stat_get_tuples_deleted(c.oid))::float8 AS changed,
+          pg_stat_get_dead_tuples(c.oid)::float8 AS dead,
           pg_stat_get_live_tuples(c.oid)::float8 AS live,
+          (extract(epoch FROM greatest(pg_stat_get_last_vacuum_time(c.oid),
+                                       pg_stat_get_last_autovacuum_time(c.oid))) * 1000)::float8 AS "lastVacuum",
           pg_has_role(c.relowner, 'MEMBER')
             OR CASE WHEN current_setting('server_version_num')::int >= 170000
                     THEN has_table_privilege(c.oid, 'MAINTAIN') ELSE false END AS permitted

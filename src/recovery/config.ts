@@ -32,12 +32,12 @@ export interface RecoveryConfig {
    * node without a task, ...) once it has not changed for this long. Default 10,000 ms.
    */
   workflowRecoveryGraceMs?: number;
-  /** How often the leader reads the task table's dead rows to decide on a vacuum. Default 1,000 ms. */
+  /** How often the leader reads the task table's statistics to decide on a vacuum. Default 1,000 ms. */
   vacuumCheckIntervalMs?: number;
   /**
-   * The leader vacuums the task table when its dead rows pass this many plus `vacuumScaleFactor` of its live
-   * rows, so that claims do not walk over the index entries of tasks claimed since the last vacuum; null leaves
-   * the table to autovacuum. Default 10,000.
+   * The leader vacuums the task table once this many of its rows, plus `vacuumScaleFactor` of its live rows, were
+   * updated (other than in place) or deleted since its last vacuum, so that claims do not walk over the index
+   * entries of tasks claimed since; null leaves the table to autovacuum. Default 10,000.
    */
   vacuumThreshold?: number | null;
   /** Share of the task table's live rows added to `vacuumThreshold`. Default 0.05. */
