@@ -9,7 +9,7 @@
  * as `other`; error codes are the built-in ones plus the first {@link MetricsOptions.maxErrorCodes} others seen,
  * after which a new code is counted as `OTHER`.
  */
-import { Gauge, Registry } from 'prom-client';
+import { Counter, Gauge, Registry } from 'prom-client';
 import { BUILTIN_ERROR_CODES } from '../errors.js';
 import { BucketHistogram, BufferedCounter } from './buffered.js';
 import type { CountSeries, ObserveSeries } from './buffered.js';
@@ -90,6 +90,8 @@ export class HorsiesMetrics {
   private readonly oldestPending: Gauge<'queue'>;
   private readonly workersLive: Gauge;
   private readonly leader: Gauge;
+  private readonly vacuums: Counter;
+  private readonly vacuumSeconds: Counter;
 
   constructor(options: MetricsOptions) {
     this.registry = options.registry ?? new Registry();
@@ -170,6 +172,16 @@ export class HorsiesMetrics {
       [],
     );
     this.leader.set(0);
+    this.vacuums = new Counter({
+      name: 'horsies_task_table_vacuums_total',
+      help: 'Vacuums of the task table this process ran as maintenance leader (the vacuum check).',
+      registers,
+    });
+    this.vacuumSeconds = new Counter({
+      name: 'horsies_task_table_vacuum_seconds_total',
+      help: 'Time the vacuums of horsies_task_table_vacuums_total took.',
+      registers,
+    });
   }
 
   /** `count` tasks of `task` were sent to `queue`. */
@@ -210,6 +222,12 @@ export class HorsiesMetrics {
   /** The reaper handed a stale claim back to PENDING. */
   requeued(queue: string, task: string, count = 1): void {
     this.of(queue, task).requeued.inc(count);
+  }
+
+  /** The leader vacuumed the task table, in `seconds`. */
+  vacuumed(seconds: number): void {
+    this.vacuums.inc();
+    this.vacuumSeconds.inc(seconds);
   }
 
   /** Whether this process holds the maintenance leadership; losing it clears the cluster gauges. */

@@ -39,6 +39,8 @@ export interface VacuumerOptions {
   threshold: number;
   /** Share of the live rows added to the threshold. */
   scaleFactor: number;
+  /** Follows each vacuum, with its duration (metrics). */
+  onVacuumed?: (ms: number) => void;
 }
 
 /** Vacuums the task table when enough of its rows changed since its last vacuum. */
@@ -92,6 +94,7 @@ export class Vacuumer implements MaintenanceService<VacuumerResult> {
     const [after] = await this.db.run(TaskTableVacuumState, { schema: this.db.schema });
     this.baseline = state.changed;
     this.lastVacuum = after?.lastVacuum ?? null;
+    this.options.onVacuumed?.(ms);
     return { changed, live, vacuumed: true, ms };
   }
 }

@@ -7,12 +7,15 @@ import type { Database } from '../db/Database.js';
 import type { FinishHook } from '../db/tasks.js';
 import type { ResolvedRecoveryConfig } from './config.js';
 import { Expirer } from './Expirer.js';
+import { Maintainer } from './Maintainer.js';
 import type { MaintenanceService } from './Maintainer.js';
+import type { Logger } from 'pino';
 import { Reaper } from './Reaper.js';
 import type { ReaperObserver } from './Reaper.js';
 import { ClusterCollector } from '../metrics/ClusterCollector.js';
 import type { HorsiesMetrics } from '../metrics/Metrics.js';
 import { Retainer } from './Retainer.js';
+import { Vacuumer } from './Vacuumer.js';
 import { WorkflowRecovery } from '../workflow/WorkflowRecovery.js';
 import type { ChildWorkflows } from '../workflow/step.js';
 
@@ -65,6 +68,26 @@ export function maintenanceServices(ctx: MaintenanceContext): MaintenanceService
     new Retainer(db, recovery, clock),
     ...(metrics === null ? [] : [new ClusterCollector(db, metrics)]),
   ];
+}
+
+/**
+ * The vacuum check, on a timer of its own (every `vacuumCheckIntervalMs`: the claim index's dead head grows with
+ * every claim, by the second); null when `vacuumThreshold` is null.
+ */
+export function vacuumLoop(ctx: MaintenanceContext, logger: Logger): Maintainer | null {
+  const { vacuumThreshold, vacuumScaleFactor, vacuumCheckIntervalMs } = ctx.recovery;
+  if (vacuumThreshold === null) return null;
+  const metrics = ctx.metrics ?? null;
+  const vacuumer = new Vacuumer(
+    ctx.db,
+    {
+      threshold: vacuumThreshold,
+      scaleFactor: vacuumScaleFactor,
+      onVacuumed: metrics === null ? undefined : (ms) => metrics.vacuumed(ms / 1000),
+    },
+    logger,
+  );
+  return new Maintainer([vacuumer], { checkIntervalMs: vacuumCheckIntervalMs }, logger);
 }
 
 // The reaper's verdicts counted like a worker's outcomes: a stale run ends WORKER_CRASHED, retried or failed.

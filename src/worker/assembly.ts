@@ -13,9 +13,7 @@ import { Listener, channels } from '../db/Listener.js';
 import type { HeartbeatRole } from '../db/liveness.js';
 import type { FinishHook, TaskFinish, TaskFinishRow } from '../db/tasks.js';
 import { MaintenanceLeader } from '../recovery/MaintenanceLeader.js';
-import { maintenanceServices } from '../recovery/services.js';
-import { Maintainer } from '../recovery/Maintainer.js';
-import { Vacuumer } from '../recovery/Vacuumer.js';
+import { maintenanceServices, vacuumLoop } from '../recovery/services.js';
 import { CancelWatcher } from './CancelWatcher.js';
 import { CapGuard } from './CapGuard.js';
 import { Completer } from './Completer.js';
@@ -352,28 +350,21 @@ export function assemble(
         })
       : null;
   scheduler?.on('scheduler:ran', (result) => sink.emit('maintenance:ran', 'scheduler', result));
-  // The vacuum check keeps its own timer too: the claim index's dead head grows with every claim, by the second.
-  const { vacuumThreshold, vacuumScaleFactor, vacuumCheckIntervalMs } = app.recovery;
-  const vacuum =
-    vacuumThreshold === null
-      ? null
-      : new Maintainer(
-          [new Vacuumer(db, { threshold: vacuumThreshold, scaleFactor: vacuumScaleFactor }, logger)],
-          { checkIntervalMs: vacuumCheckIntervalMs },
-          logger,
-        );
+  const maintenance = {
+    db,
+    recovery: app.recovery,
+    clock: cfg.clock,
+    afterFinish: sink.afterFinish,
+    metrics,
+    workflows: host.workflows,
+  };
+  // The vacuum check keeps its own timer too.
+  const vacuum = vacuumLoop(maintenance, logger);
   vacuum?.on('maintenance:ran', (service, result) => sink.emit('maintenance:ran', service, result));
   const leader = new MaintenanceLeader(
     db,
     { candidateId: identity.workerId, checkIntervalMs: app.recovery.checkIntervalMs },
-    maintenanceServices({
-      db,
-      recovery: app.recovery,
-      clock: cfg.clock,
-      afterFinish: sink.afterFinish,
-      metrics,
-      workflows: host.workflows,
-    }),
+    maintenanceServices(maintenance),
     logger,
     [scheduler, vacuum].filter((loop) => loop !== null),
   );

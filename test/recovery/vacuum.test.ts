@@ -178,6 +178,13 @@ describe('the vacuum check', () => {
     await Promise.all(handles.map((h) => h.result({ timeoutMs: 30_000 })));
     const [, result] = (await vacuumed) as [string, VacuumerResult];
     expect(result.changed).toBeGreaterThanOrEqual(1000);
+    // Counted in the app's metrics.
+    const metrics = await app.metrics!.registry.getMetricsAsJSON();
+    const count = metrics.find((m) => m.name === 'horsies_task_table_vacuums_total')!.values[0]!.value;
+    const seconds = metrics.find((m) => m.name === 'horsies_task_table_vacuum_seconds_total')!.values[0]!
+      .value;
+    expect(count).toBeGreaterThanOrEqual(1);
+    expect(seconds).toBeGreaterThan(0);
     // The checks go on every 100 ms, not every 30 s.
     const checks = results.length;
     await new Promise((resolve) => setTimeout(resolve, 600));
