@@ -26,7 +26,10 @@ export interface MaintenanceLeaderOptions {
   checkIntervalMs: number;
 }
 
-/** A service of the leader with a timer of its own (the scheduler, the vacuum check), started on election and stopped on loss. */
+/**
+ * A service of the leader with a timer of its own (the scheduler, the vacuum check), started on election and stopped
+ * on loss.
+ */
 export interface LeaderLoop {
   start(): void;
   stop(): Promise<void> | void;

@@ -2,6 +2,7 @@
  * The maintenance leader's services, in the order a pass runs them. Adding a service (the workflow recovery
  * pass, the scheduler, the metrics collector) is one entry in {@link maintenanceServices}.
  */
+import type { Logger } from 'pino';
 import type { Clock } from '../clock.js';
 import type { Database } from '../db/Database.js';
 import type { FinishHook } from '../db/tasks.js';
@@ -9,7 +10,6 @@ import type { ResolvedRecoveryConfig } from './config.js';
 import { Expirer } from './Expirer.js';
 import { Maintainer } from './Maintainer.js';
 import type { MaintenanceService } from './Maintainer.js';
-import type { Logger } from 'pino';
 import { Reaper } from './Reaper.js';
 import type { ReaperObserver } from './Reaper.js';
 import { ClusterCollector } from '../metrics/ClusterCollector.js';

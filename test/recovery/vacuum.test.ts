@@ -1,8 +1,8 @@
 /**
  * The leader's vacuum of the task table: claims walk over the index entries of every task claimed since the
- * last vacuum, and the vacuum check removes them once the table's dead rows pass the threshold. Tasks are drained
- * by a real worker; the dead rows are PostgreSQL's own statistics, which a backend reports when it exits or within
- * about a second of going idle.
+ * last vacuum, and the vacuum check removes them once enough rows changed since. Tasks are drained by a real
+ * worker; the counts are PostgreSQL's own statistics, which a backend reports when it exits, at most a second late
+ * while busy, or within ten seconds of going idle.
  */
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
