@@ -18,7 +18,12 @@
 import { performance } from 'node:perf_hooks';
 import type { Logger } from 'pino';
 import type { Database } from '../db/Database.js';
-import { TaskTableVacuum, TaskTableVacuumState } from '../db/maintenance.js';
+import {
+  SessionStatementTimeoutOff,
+  SessionStatementTimeoutReset,
+  TaskTableVacuum,
+  TaskTableVacuumState,
+} from '../db/maintenance.js';
 import type { MaintenanceService } from './Maintainer.js';
 
 /** What one check did. */
@@ -27,7 +32,10 @@ export interface VacuumerResult {
   changed: number;
   /** Live rows of the table. */
   live: number;
-  /** Whether it vacuumed (false below the threshold, or when this role may not vacuum the table). */
+  /**
+   * Whether it ran a vacuum (false below the threshold, or when this role may not vacuum the table); true also when
+   * the vacuum found another one on the table and left it to that one.
+   */
   vacuumed: boolean;
   /** How long the vacuum took, when it ran. */
   ms?: number;
@@ -87,14 +95,34 @@ export class Vacuumer implements MaintenanceService<VacuumerResult> {
       }
       return { changed, live, vacuumed: false };
     }
+    // Counted from here whatever happens: a vacuum that failed is not tried again at every check, only once as
+    // many rows changed again.
+    this.baseline = state.changed;
     const started = performance.now();
-    await this.db.run(TaskTableVacuum, {});
+    await this.vacuum();
     const ms = performance.now() - started;
     // What changed while it ran is counted towards the next one; its own end is not taken for another's.
     const [after] = await this.db.run(TaskTableVacuumState, { schema: this.db.schema });
-    this.baseline = state.changed;
     this.lastVacuum = after?.lastVacuum ?? null;
     this.options.onVacuumed?.(ms);
     return { changed, live, vacuumed: true, ms };
+  }
+
+  /**
+   * The vacuum, on a connection of its own without the app's statement timeout (a large table's vacuum may take
+   * longer than the 5 minutes of the default, and a cancelled one has removed nothing from the indexes). Behind a
+   * pooler in transaction mode the server's or the role's timeout applies instead.
+   */
+  private async vacuum(): Promise<void> {
+    const client = await this.db.pool.connect();
+    let broken: Error | undefined;
+    try {
+      await this.db.run(SessionStatementTimeoutOff, {}, client);
+      await this.db.run(TaskTableVacuum, {}, client);
+    } finally {
+      // A connection whose timeout could not be put back is not returned to the pool.
+      await this.db.run(SessionStatementTimeoutReset, {}, client).catch((error: Error) => (broken = error));
+      client.release(broken);
+    }
   }
 }

@@ -152,6 +152,27 @@ describe('the vacuum check', () => {
     expect(await vacuumer.runOnce()).toMatchObject({ changed: 1000, vacuumed: true });
   });
 
+  it("runs the vacuum without the app's statement timeout, and gives the connection back with it", async () => {
+    const app = new App({
+      databaseUrl: databaseUrl(),
+      schema: t.schema,
+      logger: testLogger,
+      poolSize: 1,
+      statementTimeoutMs: 60_000,
+    });
+    try {
+      const vacuumer = new Vacuumer(app.db, { threshold: 1000, scaleFactor: 0 }, testLogger);
+      await vacuumer.runOnce();
+      await drain('timed', 600);
+      expect(await vacuumer.runOnce()).toMatchObject({ changed: 1200, vacuumed: true });
+      // The pool's one connection ran it, and has its timeout back.
+      const { rows } = await app.db.pool.query<{ statement_timeout: string }>('SHOW statement_timeout');
+      expect(rows).toEqual([{ statement_timeout: '1min' }]);
+    } finally {
+      await app.close();
+    }
+  });
+
   it('runs on the maintenance leader, on a timer of its own, unless the threshold is null', async () => {
     const recovery = { vacuumThreshold: 1000, vacuumCheckIntervalMs: 100 };
     const app = t.app({ queues: [{ name: 'led' }], recovery });
