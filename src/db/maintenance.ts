@@ -151,20 +151,3 @@ export const TaskTableVacuum = statement<Record<string, never>, never>(
   `VACUUM (INDEX_CLEANUP ON, TRUNCATE OFF, SKIP_LOCKED) {{schema}}.horsies_tasks`,
   () => [],
 );
-
-/**
- * Lifts the app's `statement_timeout` for the rest of the session, before a vacuum: one cancelled near its end
- * has removed nothing from the indexes. {@link SessionStatementTimeoutReset} puts back the session's own value.
- */
-export const SessionStatementTimeoutOff = statement<Record<string, never>, unknown>(
-  'SessionStatementTimeoutOff',
-  `SELECT set_config('statement_timeout', '0', false)`,
-  () => [],
-);
-
-/** Puts the session's `statement_timeout` back to the value it started with. */
-export const SessionStatementTimeoutReset = statement<Record<string, never>, never>(
-  'SessionStatementTimeoutReset',
-  `RESET statement_timeout`,
-  () => [],
-);

@@ -18,12 +18,7 @@
 import { performance } from 'node:perf_hooks';
 import type { Logger } from 'pino';
 import type { Database } from '../db/Database.js';
-import {
-  SessionStatementTimeoutOff,
-  SessionStatementTimeoutReset,
-  TaskTableVacuum,
-  TaskTableVacuumState,
-} from '../db/maintenance.js';
+import { TaskTableVacuum, TaskTableVacuumState } from '../db/maintenance.js';
 import type { MaintenanceService } from './Maintainer.js';
 
 /** What one check did. */
@@ -109,20 +104,11 @@ export class Vacuumer implements MaintenanceService<VacuumerResult> {
   }
 
   /**
-   * The vacuum, on a connection of its own without the app's statement timeout (a large table's vacuum may take
-   * longer than the 5 minutes of the default, and a cancelled one has removed nothing from the indexes). Behind a
-   * pooler in transaction mode the server's or the role's timeout applies instead.
+   * The vacuum, on a connection of its own: not one of the pool's for what may be minutes on a large table, and
+   * without the app's statement timeout (5 minutes by default), since a vacuum cancelled near its end has removed
+   * nothing from the indexes.
    */
-  private async vacuum(): Promise<void> {
-    const client = await this.db.pool.connect();
-    let broken: Error | undefined;
-    try {
-      await this.db.run(SessionStatementTimeoutOff, {}, client);
-      await this.db.run(TaskTableVacuum, {}, client);
-    } finally {
-      // A connection whose timeout could not be put back is not returned to the pool.
-      await this.db.run(SessionStatementTimeoutReset, {}, client).catch((error: Error) => (broken = error));
-      client.release(broken);
-    }
+  private vacuum(): Promise<unknown> {
+    return this.db.withOwnConnection((client) => this.db.run(TaskTableVacuum, {}, client));
   }
 }
