@@ -157,14 +157,22 @@ export class Database {
     return (this.pool as unknown as { options: pg.ClientConfig }).options;
   }
 
+  /** The pool's connection settings without its statement and lock timeouts (the server's or the role's apply). */
+  get untimedConnectionConfig(): pg.ClientConfig {
+    const { options: _timeouts, ...config } = this.connectionConfig;
+    return config;
+  }
+
   /**
    * Runs `fn` on a connection of its own, outside the pool and without the pool's statement and lock timeouts (the
    * server's or the role's apply), closed after: for maintenance that may take minutes (a vacuum of a large table),
    * which should neither hold one of the pool's connections nor be cut short by the app's timeout.
    */
   async withOwnConnection<T>(fn: (client: pg.Client) => Promise<T>): Promise<T> {
-    const { options: _timeouts, ...config } = this.connectionConfig;
-    const client = new pg.Client({ ...config, application_name: `horsies maintenance ${this.schema}` });
+    const client = new pg.Client({
+      ...this.untimedConnectionConfig,
+      application_name: `horsies maintenance ${this.schema}`,
+    });
     // A connection lost mid-statement rejects that statement; the error event must not crash the process.
     client.on('error', () => undefined);
     await client.connect();

@@ -28,8 +28,7 @@ export const BackendCancel = statement<{ pid: number }, { cancelled: boolean }>(
  */
 export function createTransactionPool(db: Database, max: number): pg.Pool {
   // Without the pool's statement and lock timeouts: the handler's own statements run in these transactions.
-  const { options: _timeouts, ...config } = db.connectionConfig;
-  const pool = new pg.Pool({ ...config, max, idleTimeoutMillis: 10_000 });
+  const pool = new pg.Pool({ ...db.untimedConnectionConfig, max, idleTimeoutMillis: 10_000 });
   // An idle client losing its connection must not crash the process; the next checkout reconnects.
   pool.on('error', () => undefined);
   return pool;
