@@ -85,14 +85,23 @@ export async function copyTasks(
     return;
   }
   const client = await db.pool.connect();
+  // A connection lost during the copy fails the copy; its error event must not reach the process (a checked-out
+  // client has no listener of the pool's).
+  let broken: Error | undefined;
+  const onError = (error: Error): void => {
+    broken ??= error;
+  };
+  client.on('error', onError);
   try {
     await streamRows(client, sql, tasks, shape, columns);
   } catch (error) {
     // A copy that failed part-way is not worth a guess at the connection's state: it is closed, not reused.
-    client.release(error instanceof Error ? error : true);
+    broken ??= error instanceof Error ? error : new Error(String(error));
     throw error;
+  } finally {
+    client.off('error', onError);
+    client.release(broken);
   }
-  client.release();
 }
 
 function copySql(shape: CopyShape, traced: boolean, grouped: boolean): string {

@@ -17,7 +17,8 @@ import {
   SendOptionsError,
 } from '../../src/errors.js';
 import { listenTo } from '../support/notifications.js';
-import { useTestSchema } from '../support/db.js';
+import { databaseUrl, eventually, useTestSchema } from '../support/db.js';
+import { FaultProxy } from '../../scripts/faults/proxy.js';
 
 const t = await useTestSchema();
 const app = t.app({
@@ -317,6 +318,41 @@ describe('sendMany through COPY', () => {
     expect(error).toBeInstanceOf(InputValidationError);
     expect((error as Error).message).toContain('item 70');
     expect(await countOf(task.name)).toBe(100);
+  });
+
+  it('fails a send whose connection is cut during the copy, stores none of it, and the process goes on', async () => {
+    // The app reaches the server through a proxy that can cut its connections the way a network does: the socket
+    // closes with no error message from the server.
+    const server = new URL(databaseUrl());
+    const proxy = await FaultProxy.start({ host: server.hostname, port: Number(server.port) });
+    const proxied = new URL(server);
+    proxied.port = String(proxy.port);
+    const cutApp = t.app({ databaseUrl: proxied.toString() });
+    const task = cutApp.task({ name: uniqueName('cut'), input: itemSchema, handler: () => null });
+    try {
+      const sending = task.sendMany(items(200_000)).then(
+        () => null,
+        (error: unknown) => error,
+      );
+      // Cut while the copy streams.
+      for (;;) {
+        const rows = await t.query<{ n: number }>(
+          `SELECT count(*)::int AS n FROM pg_stat_activity
+           WHERE datname = current_database() AND state = 'active'
+             AND query LIKE 'COPY "${t.schema}".horsies_tasks%'`,
+        );
+        if ((rows[0]?.n ?? 0) > 0) break;
+        await new Promise((resolve) => setTimeout(resolve, 2));
+      }
+      expect(proxy.closeAll()).toBeGreaterThan(0);
+      expect(await sending).toBeInstanceOf(Error);
+      // The server rolls the copy back once it sees the connection gone.
+      await eventually(async () => (await countOf(task.name)) === 0);
+      expect(await task.sendMany(items(100))).toHaveLength(100);
+      expect(await countOf(task.name)).toBe(100);
+    } finally {
+      await proxy.stop();
+    }
   });
 
   it('stores nothing from a copy the server refuses, and the pool stays usable', async () => {
