@@ -61,8 +61,16 @@ async function busyWorker(config: WorkerConfig, appConfig: Partial<AppConfig> = 
   const [a, b, c] = await task.sendMany(
     (['a', 'b', 'c'] as const).map((k) => ({ input: { k }, ...(group === undefined ? {} : { group }) })),
   );
-  // a's outcome is being written (held by the lock); b ends while it is.
+  // a's outcome is being written, held by the lock (its statement waits for it on the server: not still waiting
+  // for a connection, when b's outcome could join it); b ends while it is.
   await eventually(async () => ran.includes(a!.id));
+  await eventually(async () => {
+    const [row] = await t.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM pg_locks
+       WHERE NOT granted AND relation = '{{schema}}.horsies_task_attempts'::regclass`,
+    );
+    return row!.n > 0;
+  });
   gates.b.open();
   await eventually(async () => ran.includes(b!.id));
   const unlock = async (): Promise<void> => {
