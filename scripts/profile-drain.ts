@@ -1,7 +1,7 @@
 /**
  * Where a drain's time goes. `npm run profile:drain` (uses DATABASE_URL, or starts an embedded PostgreSQL) drains
- * TASKS no-op tasks (default 20,000) with one worker (CONCURRENCY, default 10; PREFETCH, a number or auto, default
- * 0; PREFETCH_WINDOW_MS with auto; COMPLETION_DELAY_MS, default the worker's; VACUUM_THRESHOLD, a number or off,
+ * TASKS no-op tasks (default 20,000) with one worker (CONCURRENCY, default 10; THROUGHPUT, default or high;
+ * PREFETCH, a number or auto, default the worker's; START_PREFETCHED, 1 or 0; PREFETCH_WINDOW_MS with auto; COMPLETION_DELAY_MS, default the worker's; VACUUM_THRESHOLD, a number or off,
  * default the app's; MAINTENANCE=0 runs no maintenance leader at all; KEEP=1 leaves the schema behind) and prints:
  * tasks/s; the CPU time per task of the PostgreSQL processes (read from /proc, so only for a server on this Linux
  * machine) and of this process; and, per statement the worker sent, the calls, tasks per call and time per call
@@ -26,7 +26,15 @@ const { createApp, createWorker }: typeof import('../src/index.js') =
 
 const TASKS = Number(process.env.TASKS ?? 20_000);
 const CONCURRENCY = Number(process.env.CONCURRENCY ?? 10);
-const PREFETCH = process.env.PREFETCH === 'auto' ? 'auto' : Number(process.env.PREFETCH ?? 0);
+const PREFETCH =
+  process.env.PREFETCH === undefined
+    ? undefined
+    : process.env.PREFETCH === 'auto'
+      ? 'auto'
+      : Number(process.env.PREFETCH);
+const THROUGHPUT = process.env.THROUGHPUT === 'high' ? 'high' : 'default';
+const START_PREFETCHED =
+  process.env.START_PREFETCHED === undefined ? undefined : process.env.START_PREFETCHED === '1';
 const SCHEMA = 'profile_drain';
 const CPU_PROFILE = process.env.CPU_PROFILE;
 
@@ -90,6 +98,8 @@ async function profile(databaseUrl: string): Promise<void> {
   const worker = createWorker(app, {
     concurrency: CONCURRENCY,
     prefetch: PREFETCH,
+    throughput: THROUGHPUT,
+    startPrefetched: START_PREFETCHED,
     prefetchWindowMs: process.env.PREFETCH_WINDOW_MS ? Number(process.env.PREFETCH_WINDOW_MS) : undefined,
     completionDelayMs: process.env.COMPLETION_DELAY_MS ? Number(process.env.COMPLETION_DELAY_MS) : undefined,
     snapshotIntervalMs: 0,
@@ -122,7 +132,8 @@ async function profile(databaseUrl: string): Promise<void> {
   await worker.stop();
 
   console.log(
-    `${TASKS} tasks, concurrency ${CONCURRENCY}, prefetch ${PREFETCH}: ${Math.round(TASKS / seconds)} tasks/s; ` +
+    `${TASKS} tasks, concurrency ${CONCURRENCY}, throughput ${THROUGHPUT}, prefetch ${worker.config.prefetchAuto ? 'auto' : worker.config.prefetch}` +
+      `${worker.config.startPrefetched ? ' started' : ''}: ${Math.round(TASKS / seconds)} tasks/s; ` +
       `CPU per task: PostgreSQL ${Math.round(pgUs)} µs, this process ${Math.round((cpu.user + cpu.system) / TASKS)} µs ` +
       `(${Math.round(cpu.system / TASKS)} µs of it in the kernel)`,
   );

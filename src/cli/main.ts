@@ -121,10 +121,14 @@ program
     'hand back a task claimed ahead that found no free slot this long (0: never; default 5000)',
     nonNegativeInt,
   )
+  .option(
+    '--start-prefetched',
+    'start prefetched tasks in their claim (RUNNING at once; a crash counts their attempt)',
+  )
   .addOption(
     new Option(
       '--throughput <mode>',
-      'default, or high: claim ahead for many short tasks (see the docs)',
+      'default, or high: start tasks ahead of free slots for many short tasks (see the docs)',
     ).choices(['default', 'high']),
   )
   .option('--no-maintenance', 'do not campaign to run maintenance (reaper, expiry, retention)')
@@ -148,6 +152,7 @@ program
         prefetch?: number | 'auto';
         prefetchWindow?: number;
         prefetchHold?: number;
+        startPrefetched?: boolean;
         throughput?: 'default' | 'high';
         maintenance: boolean;
         migrate?: boolean;
@@ -167,6 +172,7 @@ program
         prefetch: options.prefetch,
         prefetchWindowMs: options.prefetchWindow,
         prefetchHoldMs: options.prefetchHold,
+        startPrefetched: options.startPrefetched,
         throughput: options.throughput,
         maintenance: options.maintenance,
         appModule: pathToFileURL(resolve(modulePath)).href,

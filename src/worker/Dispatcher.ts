@@ -49,6 +49,11 @@ export interface DispatcherOptions {
   retryMs: number;
   /** Claimed tasks waiting longer than this for a slot are handed back (see WorkerConfig.prefetchHoldMs); 0: never. */
   holdMs: number;
+  /**
+   * Tasks a claim may start beyond the free slots right now (`startPrefetched`: they wait for a slot in the
+   * executor, RUNNING already); 0 when claimed tasks only start into free slots.
+   */
+  startAhead: () => number;
 }
 
 /** What the dispatcher calls back into. */
@@ -124,15 +129,32 @@ export class Dispatcher {
 
   /**
    * Reserves up to `max` free slots for tasks of `queue` that the claim itself will start (see
-   * {@link StartedWithClaim}); 0 when starts must go through this dispatcher: tasks are already waiting for a
-   * slot (they come first), the queue's starts pass a soft cap's gate, or a task has a per-worker limit.
+   * {@link StartedWithClaim}), and as many more as the claim may start ahead (`startAhead`); 0 when starts must go
+   * through this dispatcher: tasks are already waiting for a slot (they come first), the queue's starts pass a
+   * soft cap's gate, or a task has a per-worker limit.
    */
   reserveStarts(queue: string, max: number): number {
     if (!this.active || this.waiting.length > 0 || this.caps.gatesStart(queue)) return 0;
     if ([...this.registry.values()].some((t) => t.policies.maxConcurrentPerWorker !== null)) return 0;
-    const n = Math.max(0, Math.min(max, this.options.concurrency - this.executor.running - this.starting));
+    const ahead = this.startsAhead(queue) ? this.options.startAhead() : 0;
+    const slots = this.options.concurrency + ahead - this.executor.running - this.starting;
+    const n = Math.max(0, Math.min(max, slots));
     this.starting += n;
     return n;
+  }
+
+  /**
+   * True when a claim of `queue` starts the tasks it takes ahead of the free slots (`startPrefetched`), so that it
+   * claims no more than {@link reserveStarts} gave it: only where nothing else meters the starts (a cap counts
+   * them, a rate limiter or a group limit times them, a per-worker limit needs the dispatcher).
+   */
+  startsAhead(queue: string): boolean {
+    return (
+      this.options.startAhead() > 0 &&
+      !this.caps.applies(queue) &&
+      !this.flow?.applies(queue) &&
+      ![...this.registry.values()].some((t) => t.policies.maxConcurrentPerWorker !== null)
+    );
   }
 
   /** Gives back slots reserved by {@link reserveStarts} when the claim failed. */
@@ -200,14 +222,17 @@ export class Dispatcher {
     return adopted;
   }
 
-  /** Moves a held task to a phase. */
-  setPhase(id: string, phase: Phase): void {
+  /**
+   * Moves a held task to a phase. A run that ended (`ran`, not a started task handed back before it ran) lets the
+   * worker claim ahead again.
+   */
+  setPhase(id: string, phase: Phase, ran = true): void {
     const held = this.held.get(id);
     if (!held) return;
     if (held.phase === 'finishing') this.finishing -= 1;
     if (phase === 'finishing') {
       this.finishing += 1;
-      this.heldBack = false;
+      if (ran) this.heldBack = false;
     }
     held.phase = phase;
   }
@@ -288,6 +313,11 @@ export class Dispatcher {
           (held.get(t.name) ?? 0) < t.policies.maxConcurrentPerWorker,
       )
       .map((t) => t.name);
+  }
+
+  /** Tasks started ahead were handed back for want of a slot: claim nothing ahead until a run ends. */
+  holdBack(): void {
+    this.heldBack = true;
   }
 
   /** Starts nothing more (shutdown begins); held tasks stay as they are. */

@@ -38,6 +38,7 @@ import type { TransactionalFinish, TransactionalRun, TransactionVerdict } from '
 import { settlesWithin } from './timing.js';
 import type { TaskTracer } from '../tracing/TaskTracer.js';
 import { ProgressReporter } from './ProgressReporter.js';
+import { HandlerSlots } from './HandlerSlots.js';
 import { toCanonicalJson } from '../client/json.js';
 
 /**
@@ -56,12 +57,17 @@ export interface ExecutorHooks {
   onSkipped(task: ClaimedTaskRow, reason: 'expired' | 'lost' | 'stopped'): void;
   /** A run starts; `startedAt` is the database's start time. */
   onStarted(task: ClaimedTaskRow, attempt: number, startedAt: Date | null): void;
-  /** A run ended; hand the finish to the completer. */
-  onFinished(finish: TaskFinish, task: ClaimedTaskRow): void;
+  /**
+   * A run ended; hand the finish to the completer. `ran` is false for a task started ahead whose handler never
+   * ran (cancelled or handed back while it waited for a slot).
+   */
+  onFinished(finish: TaskFinish, task: ClaimedTaskRow, ran?: boolean): void;
   /** A run ended whose outcome its transactional finish already committed (`row`): report it as written. */
   onCommitted(finish: TaskFinish, row: TaskFinishRow, task: ClaimedTaskRow): void;
   /** An upstream throttled the run (`TASK_THROTTLED`): pause its rate limiters before its finish is written. */
   onThrottled?(task: ClaimedTaskRow, retryAfterMs: number): Promise<void>;
+  /** Started tasks waited `holdMs` for a slot and are being handed back to PENDING. */
+  onHeldTooLong?(ids: string[]): void;
 }
 
 /** Settings of an {@link Executor}. */
@@ -75,6 +81,12 @@ export interface ExecutorOptions {
   synchronousStarts: boolean;
   /** Random source for backoff jitter (tests inject one). */
   random?: RandomSource;
+  /**
+   * Handlers that may run at once, when the claim starts tasks beyond the free slots (`startPrefetched`): runs
+   * past it wait for a slot, RUNNING already. Null: every launched run starts at once (the dispatcher launches
+   * no more than the free slots).
+   */
+  slots?: { size: number; holdMs: number } | null;
   /** Spans for runs; null or absent when tracing is off. */
   tracer?: TaskTracer | null;
 }
@@ -90,6 +102,7 @@ export class Executor {
   private readonly pending = new Set<Promise<void>>();
   /** Progress reporters of runs that reported progress (made on a run's first `ctx.progress()`). */
   private readonly progress = new Map<string, ProgressReporter>();
+  private readonly slots: HandlerSlots | null;
 
   constructor(
     private readonly db: Database,
@@ -99,11 +112,28 @@ export class Executor {
     private readonly hooks: ExecutorHooks,
     private readonly pool: ThreadPool | null = null,
     private readonly transactions: TransactionalFinish | null = null,
-  ) {}
+  ) {
+    const slots = options.slots ?? null;
+    this.slots = slots
+      ? new HandlerSlots(slots.size, slots.holdMs, (ids) => {
+          this.hooks.onHeldTooLong?.(ids);
+          for (const id of ids) this.stop(id, 'release');
+        })
+      : null;
+  }
 
-  /** Number of handlers running now (leaked ones excluded). */
+  /** Number of runs now (leaked ones excluded), with those started ahead that wait for a slot. */
   get running(): number {
     return this.runs.size;
+  }
+
+  /**
+   * Hands back to PENDING the started tasks still waiting for a slot (the worker stops: what has not run goes
+   * back, as claimed tasks do).
+   */
+  releaseWaiting(): void {
+    for (const id of this.slots?.waitingIds() ?? []) this.stop(id, 'release');
+    this.slots?.close();
   }
 
   /** Ids of the tasks running now. */
@@ -208,8 +238,6 @@ export class Executor {
       this.hooks.onFinished(this.toFinish(task, error, null, null), task);
       return;
     }
-    const span = this.options.tracer?.startRun(task, attempt) ?? null;
-    const abort = new LazyAbort();
     let stopped: (reason: StopReason) => void = () => undefined;
     const stop = new Promise<StopReason>((resolve) => (stopped = resolve));
     let stopReason: StopReason | null = null;
@@ -221,6 +249,19 @@ export class Executor {
         stopped(reason);
       },
     });
+    const slot = this.slots?.take(task.id) ?? null;
+    if (slot) {
+      const waited = await Promise.race([slot, stop]);
+      if (waited !== undefined) {
+        // Stopped before its handler was called: a cancel cancels it, anything else hands it back unrun.
+        this.slots?.withdraw(task.id);
+        this.runs.delete(task.id);
+        this.hooks.onFinished(this.unrunFinish(task, definition, waited), task, false);
+        return;
+      }
+    }
+    const span = this.options.tracer?.startRun(task, attempt) ?? null;
+    const abort = new LazyAbort();
     const timeoutMs = definition.policies.timeoutMs;
     let timer: NodeJS.Timeout | null = null;
     // A blocking task's timeout starts when a thread takes it, not while it waits for one.
@@ -282,6 +323,7 @@ export class Executor {
     } finally {
       if (timer) clearTimeout(timer);
       this.runs.delete(task.id);
+      this.slots?.release();
     }
     // The last progress the handler reported is stored before its outcome is handed over.
     const progress = this.progress.get(task.id);
@@ -382,6 +424,21 @@ export class Executor {
     if (!(outcome instanceof TaskError) || task.workflow_id === null || task.max_retries === 0) return null;
     const [row] = await this.db.run(TaskOptionsGet, { id: task.id });
     return row ? storedRetryPolicy(row.task_options) : null;
+  }
+
+  // The finish of a started task stopped while it waited for a slot: its handler never ran.
+  private unrunFinish(
+    task: ClaimedTaskRow,
+    definition: TaskDefinition<StandardSchemaV1, unknown>,
+    reason: StopReason,
+  ): TaskFinish {
+    if (reason === 'cancel') {
+      const cancelled = new TaskError('TASK_CANCELLED', 'the task was cancelled before its handler ran');
+      return this.toFinish(task, cancelled, definition, 'cancel');
+    }
+    // A claim lost meanwhile: fenced out, whatever it says.
+    if (reason === 'lost') return this.toFinish(task, stopOutcome('lost', null), definition, 'lost');
+    return this.toFinish(task, stopOutcome('release', null), definition, 'release');
   }
 
   private toFinish(

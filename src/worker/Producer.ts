@@ -42,6 +42,11 @@ export interface ProducerHooks {
   claimableTaskNames(): string[];
   /** Free slots reserved for tasks of `queue` that the claim itself starts (0: the claim only claims). */
   reserveStarts(queue: string, max: number): number;
+  /**
+   * The claims of `queue` start what they take ahead of the free slots: a claim takes no more than it reserved,
+   * so that nothing it takes is left only claimed.
+   */
+  startsAhead(queue: string): boolean;
   /** Gives back a reservation after a failed claim. */
   cancelReservation(reserved: number): void;
   /** Claimed tasks, in claim order, and those of them the claim started. */
@@ -147,11 +152,11 @@ export class Producer {
     taskNames: string[],
     wanted: number,
   ): Promise<{ rows: ClaimedTaskRow[]; started: StartedWithClaim | undefined }> {
-    return this.startingClaim(queue, wanted, async (start) => {
+    return this.startingClaim(queue, wanted, async (start, limit) => {
       const notify = this.options.synchronousStarts ? undefined : this.notices?.take();
       const params = {
         ...this.claimParams(queue, taskNames),
-        limit: wanted,
+        limit,
         start,
         waitForFlush: this.options.synchronousStarts,
         notify,
@@ -176,16 +181,21 @@ export class Producer {
   private async startingClaim(
     queue: string,
     wanted: number,
-    claim: (start: number) => Promise<ClaimAndStartRow[]>,
+    claim: (start: number, limit: number) => Promise<ClaimAndStartRow[]>,
   ): Promise<{ rows: ClaimedTaskRow[]; started: StartedWithClaim | undefined }> {
     const reserved = this.hooks.reserveStarts(queue, wanted);
+    const ahead = this.hooks.startsAhead(queue);
+    if (reserved === 0 && ahead) return { rows: [], started: undefined };
+    const limit = ahead ? reserved : wanted;
     let rows: ClaimAndStartRow[];
     try {
-      rows = inClaimOrder(await claim(reserved));
+      rows = inClaimOrder(await claim(reserved, limit));
     } catch (error) {
       this.hooks.cancelReservation(reserved);
       throw error;
     }
+    // A claim that took all it asked for suggests more work, also when it asked for less than the pass wanted.
+    if (rows.length === limit) this.moreLikely = true;
     const running = rows.filter((r) => r.status === 'RUNNING');
     if (running.length === 0) {
       this.hooks.cancelReservation(reserved);

@@ -191,6 +191,8 @@ export class Worker extends EventEmitter<WorkerEvents> {
   // Running handlers follow their shutdown policy within the drain timeout; then their outcomes are written.
   private async drain(): Promise<void> {
     const { executor, completer } = this.parts;
+    // Tasks started ahead that have not run go back to PENDING, as claimed ones did.
+    executor.releaseWaiting();
     executor.stopAll((definition) => {
       const policy = definition?.policies.shutdown ?? 'continue';
       return policy === 'resubmit' ? 'release' : policy === 'stop' ? 'shutdown' : null;

@@ -205,6 +205,7 @@ export function assemble(
         dispatcher.add(claimed, started);
       },
       reserveStarts: (queue, max) => dispatcher.reserveStarts(queue, max),
+      startsAhead: (queue) => dispatcher.startsAhead(queue),
       cancelReservation: (reserved) => dispatcher.cancelReservation(reserved),
       onError: (error) => sink.fail('claim failed', error),
       claimableTaskNames: () => dispatcher.claimableTaskNames(),
@@ -227,6 +228,10 @@ export function assemble(
       appErrorCodes: app.errorCodes ?? [],
       synchronousStarts: cfg.synchronousStarts,
       tracer: host.tracer ?? null,
+      slots:
+        cfg.startPrefetched && cfg.prefetch > 0
+          ? { size: cfg.concurrency, holdMs: cfg.prefetchHoldMs }
+          : null,
     },
     {
       onSkipped: (task, reason) => {
@@ -252,11 +257,13 @@ export function assemble(
         dispatcher.setPhase(task.id, 'running');
         sink.emit('task:started', task.id, attempt);
       },
-      onFinished: (finish, task) => {
-        sizer?.ran();
-        dispatcher.setPhase(finish.id, 'finishing');
-        runs?.ran(finish);
-        sink.emit('task:ran', finish.id, finish.status);
+      onFinished: (finish, task, ran = true) => {
+        if (ran) {
+          sizer?.ran();
+          runs?.ran(finish);
+          sink.emit('task:ran', finish.id, finish.status);
+        }
+        dispatcher.setPhase(finish.id, 'finishing', ran);
         // Under a cap or a group limit the task holds room until its outcome is written: write it at once.
         completer.add(finish, caps.applies(task.queue_name) || flow.limitsGroups(task.queue_name));
         dispatcher.scheduleDispatch();
@@ -264,6 +271,13 @@ export function assemble(
       },
       // Written by the handler's own transaction: past the completer, straight to what follows a written batch.
       onThrottled: (task, retryAfterMs) => flow.pause(task, retryAfterMs),
+      onHeldTooLong: (ids) => {
+        logger.info(
+          { count: ids.length, why: `no slot freed for them within ${cfg.prefetchHoldMs} ms` },
+          'handing started tasks back to PENDING',
+        );
+        dispatcher.holdBack();
+      },
       onCommitted: (finish, row) => {
         sizer?.ran();
         dispatcher.setPhase(finish.id, 'finishing');
@@ -285,6 +299,7 @@ export function assemble(
       concurrency: cfg.concurrency,
       retryMs: cfg.pollIntervalMs,
       holdMs: cfg.prefetch > 0 ? cfg.prefetchHoldMs : 0,
+      startAhead: () => (cfg.startPrefetched ? Math.max(0, mostHeld() - cfg.concurrency) : 0),
     },
     logger,
     {

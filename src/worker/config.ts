@@ -16,20 +16,30 @@ export interface WorkerConfig {
   /**
    * Claimed tasks held ready beyond `concurrency`, so a freed slot starts the next task without a claim round
    * trip. They stay CLAIMED (protected by the lease and claimer heartbeats); if the worker dies they are
-   * requeued after `claimedStaleThresholdMs`. Default 0 (with `throughput: 'high'`, the larger of 490 and ten
-   * times `concurrency`). `'auto'`: as many as the worker expects to start within `prefetchWindowMs` at the rate
-   * its runs have been ending (none for long tasks, hundreds for very short ones), at most the larger of 490 and
-   * ten times `concurrency`.
+   * requeued after `claimedStaleThresholdMs`. Default 0 (`'auto'` with `throughput: 'high'`). `'auto'`: as many
+   * as the worker expects to start within `prefetchWindowMs` at the rate its runs have been ending (none for long
+   * tasks, hundreds for very short ones), at most the larger of 490 and ten times `concurrency`.
    */
   prefetch?: number | 'auto';
+  /**
+   * Start prefetched tasks in the claim that takes them: one row update writes them RUNNING (attempt counted,
+   * `started_at` the claim's time), and each waits here for a free handler slot, so that a run follows the one
+   * before it with no start round trip. A started task that waits `prefetchHoldMs` is handed back to PENDING
+   * (no attempt), as a stop hands back those still waiting; a cancel request cancels it without running it. The
+   * cost is on a crash: such tasks count a crashed attempt (`WORKER_CRASHED`, retried as their policy says), as a
+   * running task does, where a claimed one goes back to PENDING untouched. Not for queues under a cap or a rate
+   * limit, whose tasks start only into free slots. Default false (true with `throughput: 'high'`).
+   */
+  startPrefetched?: boolean;
   /** With `prefetch: 'auto'`: how far ahead, in time, the worker claims. Default 20 ms. */
   prefetchWindowMs?: number;
   /**
    * `default`: the worker claims only what it has free slots for, so every task waits in the table where any
    * worker can take it, and a crash strands nothing that has not started. `high`: for many short tasks, the
-   * worker claims ahead (`prefetch` as above, claims of up to 500) and starts tasks from what it holds; a crash
-   * strands those claims until `claimedStaleThresholdMs`, and tasks held here wait behind long ones while other
-   * workers may idle. Explicit `prefetch` and `maxClaimBatch` win over either. See docs/benchmarks.md.
+   * worker starts tasks ahead of its free slots in its claims (`prefetch: 'auto'`, `startPrefetched: true`,
+   * claims of up to 500): as many as it expects to run within `prefetchWindowMs`, none for long tasks. A crash
+   * counts a crashed attempt for those started ahead, as for running ones. Explicit `prefetch`,
+   * `startPrefetched` and `maxClaimBatch` win over either. See docs/benchmarks.md.
    */
   throughput?: 'default' | 'high';
   /**
@@ -119,6 +129,7 @@ const workerConfigSchema = z.strictObject({
   prefetch: z.union([z.number().int().min(0).max(100_000), z.literal('auto')]).optional(),
   prefetchWindowMs: z.number().int().min(1).max(60_000).default(20),
   throughput: z.enum(['default', 'high']).default('default'),
+  startPrefetched: z.boolean().optional(),
   prefetchHoldMs: z.number().int().min(0).default(5_000),
   maxClaimBatch: z.number().int().min(1).max(10_000).optional(),
   maxClaimPerWorker: z.number().int().min(1).max(100_000).optional(),
@@ -193,17 +204,14 @@ export function resolveWorkerConfig(
   const host = hostname();
   const processName = basename(process.argv[1] ?? process.title);
   const high = parsed.throughput === 'high';
-  const auto = parsed.prefetch === 'auto';
+  const auto = parsed.prefetch === 'auto' || (high && parsed.prefetch === undefined);
   const prefetch =
-    typeof parsed.prefetch === 'number'
-      ? parsed.prefetch
-      : high || auto
-        ? Math.max(490, 10 * parsed.concurrency)
-        : 0;
+    typeof parsed.prefetch === 'number' ? parsed.prefetch : auto ? Math.max(490, 10 * parsed.concurrency) : 0;
   return {
     ...parsed,
     prefetch,
     prefetchAuto: auto,
+    startPrefetched: parsed.startPrefetched ?? high,
     // Served in the app's queue order: highest priority first.
     queues: appQueues.filter((q) => (parsed.queues ?? appQueues).includes(q)),
     maxClaimPerWorker: parsed.maxClaimPerWorker ?? parsed.concurrency + prefetch,

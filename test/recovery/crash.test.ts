@@ -154,6 +154,74 @@ describe('a worker killed with SIGKILL', () => {
   });
 });
 
+describe('a worker killed with SIGKILL while tasks it started ahead wait for a slot (startPrefetched)', () => {
+  it('has them ended as crashed attempts by the reaper, retried as their policy says, and run once elsewhere', async () => {
+    const victim = startWorkerProcess(env, [
+      '--concurrency',
+      '1',
+      '--prefetch',
+      '5',
+      '--start-prefetched',
+      '--no-maintenance',
+    ]);
+    await victim.ready;
+    const running = await fixture.sleepy.send({ ms: 60_000 });
+    await eventually(async () => (await app.getTask(running.id))?.status === 'RUNNING');
+    const ahead = await fixture.crashy.sendMany(Array.from({ length: 5 }, () => ({ input: { ms: 0 } })));
+    const aheadIds = ahead.map((h) => h.id);
+    // Started by the claim that took them (both timestamps its own), beaten for as running tasks, not run.
+    await eventually(async () => (await statusCounts(aheadIds)).RUNNING === 5);
+    const rows = await t.query<{ claimed_at: Date; started_at: Date; attempt: number }>(
+      'SELECT claimed_at, started_at, attempt FROM {{schema}}.horsies_tasks WHERE id = ANY($1)',
+      [aheadIds],
+    );
+    for (const row of rows)
+      expect(row).toEqual({ claimed_at: row.started_at, started_at: row.started_at, attempt: 1 });
+    await eventually(
+      async () =>
+        (
+          await t.query(
+            `SELECT DISTINCT task_id FROM {{schema}}.horsies_heartbeats WHERE role = 'runner' AND task_id = ANY($1)`,
+            [aheadIds],
+          )
+        ).length === 5,
+    );
+    victim.child.kill('SIGKILL');
+    await victim.exited;
+
+    const survivor = createWorker(app, { concurrency: 5, appModule });
+    const crashed = reaperEvent(survivor, (r) => aheadIds.every((id) => r.retried.includes(id)));
+    await survivor.start();
+    await crashed;
+    expect(await Promise.all(ahead.map((h) => h.result({ timeoutMs: 15_000 })))).toEqual(
+      ahead.map(() => ({ ok: true, value: 2 })),
+    );
+    const attempts = await t.query<{
+      task_id: string;
+      attempt: number;
+      outcome: string;
+      error_code: string | null;
+    }>(
+      'SELECT task_id, attempt, outcome, error_code FROM {{schema}}.horsies_task_attempts WHERE task_id = ANY($1) ORDER BY task_id, attempt',
+      [aheadIds],
+    );
+    for (const id of aheadIds) {
+      expect(attempts.filter((a) => a.task_id === id)).toEqual([
+        { task_id: id, attempt: 1, outcome: 'WORKER_FAILURE', error_code: 'WORKER_CRASHED' },
+        { task_id: id, attempt: 2, outcome: 'COMPLETED', error_code: null },
+      ]);
+    }
+    // Their handlers ran once each, in the survivor: never in the killed worker.
+    const runs = await t.query<{ task_id: string; worker_pid: number }>(
+      'SELECT task_id, worker_pid FROM {{schema}}.test_runs WHERE task_id = ANY($1)',
+      [aheadIds],
+    );
+    expect(runs.map((r) => r.task_id).sort()).toEqual([...aheadIds].sort());
+    expect(new Set(runs.map((r) => r.worker_pid))).toEqual(new Set([process.pid]));
+    await survivor.stop();
+  });
+});
+
 describe('a late finisher', () => {
   it('changes nothing after the reaper acted, and learns from its next heartbeat that the claim is gone', async () => {
     let release: () => void = () => undefined;

@@ -20,9 +20,11 @@ describe('the worker config', () => {
     expect(resolveWorkerConfig({ synchronousStarts: true }, ['default']).synchronousStarts).toBe(true);
   });
 
-  it("claims ahead with throughput 'high', unless prefetch or the claim batch is set", () => {
+  it("starts tasks ahead with throughput 'high', sized by the rate, unless prefetch, startPrefetched or the claim batch is set", () => {
     expect(resolveWorkerConfig({ throughput: 'high' }, ['default'])).toMatchObject({
       prefetch: 490,
+      prefetchAuto: true,
+      startPrefetched: true,
       maxClaimBatch: 500,
       maxClaimPerWorker: 500,
     });
@@ -33,7 +35,12 @@ describe('the worker config', () => {
     });
     expect(
       resolveWorkerConfig({ throughput: 'high', prefetch: 20, maxClaimBatch: 7 }, ['default']),
-    ).toMatchObject({ prefetch: 20, maxClaimBatch: 7, maxClaimPerWorker: 30 });
+    ).toMatchObject({ prefetch: 20, prefetchAuto: false, maxClaimBatch: 7, maxClaimPerWorker: 30 });
+    expect(resolveWorkerConfig({ throughput: 'high', startPrefetched: false }, ['default'])).toMatchObject({
+      startPrefetched: false,
+      prefetchAuto: true,
+    });
+    expect(resolveWorkerConfig({ prefetch: 5 }, ['default']).startPrefetched).toBe(false);
   });
 
   it("sizes prefetch from the rate with 'auto', up to what 'high' would hold", () => {
