@@ -28,13 +28,15 @@ export const HORSIES_VARIANTS: HorsiesVariant[] = [
       'without waiting for the WAL flush, outcomes (with their attempt rows) wait for it.',
   },
   {
-    id: 'horsies-prefetch',
-    schema: 'bench_horsies_prefetch',
-    worker: { concurrency: CONCURRENCY, prefetch: 490, maxClaimBatch: 500 },
+    id: 'horsies-high',
+    schema: 'bench_horsies_high',
+    worker: { concurrency: CONCURRENCY, throughput: 'high' },
     settings:
-      'createWorker(app, { concurrency: 10, prefetch: 490, maxClaimBatch: 500 }): up to 500 tasks claimed ahead in one ' +
-      'statement and held CLAIMED (leased, with claimer heartbeats), started 10 at a time as slots free. A crash ' +
-      'strands the prefetched claims until claimedStaleThresholdMs; a graceful stop hands them back at once.',
+      "createWorker(app, { concurrency: 10, throughput: 'high' }): claims of up to 500 that start (RUNNING) as many " +
+      'tasks ahead of the free slots as the worker expects to run within 20 ms at the rate its runs end (prefetch ' +
+      "'auto', startPrefetched), each waiting in the worker for a handler slot, so a run follows the one before it " +
+      'with no round trip. A crash counts those started ahead as crashed attempts (retried as the policy says); a ' +
+      'graceful stop hands them back at once.',
   },
 ];
 
@@ -102,10 +104,6 @@ async function openHorsies(
     async startWorker(workerHooks, workerRecovery, concurrency = CONCURRENCY) {
       hooks = workerHooks;
       const config: WorkerConfig = { ...variant.worker, concurrency };
-      // The prefetch variant keeps its claim batch at least concurrency + prefetch.
-      if (config.maxClaimBatch !== undefined) {
-        config.maxClaimBatch = Math.max(config.maxClaimBatch, concurrency + (config.prefetch ?? 0));
-      }
       if (workerRecovery) config.pollIntervalMs = workerRecovery.pollIntervalMs;
       const worker = createWorker(app, config);
       worker.on('worker:error', (error) => console.error(`horsies worker error: ${String(error)}`));

@@ -21,7 +21,7 @@ export const realisticScenario: Scenario = {
     `${REALISTIC_HOLD_MS} ms timer before it returns, and the clock runs from its start until the store shows ` +
     `every task finished (as in the drain scenario). The ceiling is ${REALISTIC_CONCURRENCY} / ` +
     `${REALISTIC_HOLD_MS} ms = ${formatCount((REALISTIC_CONCURRENCY * 1000) / REALISTIC_HOLD_MS)} tasks/s. ` +
-    `Concurrency 50 per peer: horsies concurrency 50 (the prefetch variant claims up to 540 at once), ` +
+    `Concurrency 50 per peer: horsies concurrency 50 (the 'high' variant starts ahead as many as it runs within 20 ms), ` +
     `graphile-worker concurrency 50 with maxPoolSize 50, pg-boss one batch of up to 50 jobs at a time ` +
     `(batchSize 50, burstWhenBatchFull), BullMQ concurrency 50. The lock-wait table: the share of the ` +
     `subject's active PostgreSQL backends, sampled every ${CONTENTION_INTERVAL_MS} ms from pg_stat_activity ` +
