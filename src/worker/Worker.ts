@@ -8,12 +8,15 @@
  * `concurrency` bounds running handlers; `prefetch` lets the worker hold that many more claimed tasks ready
  * (protected by their claim lease and claimer heartbeats), or with `'auto'` as many as its recent rate of ended runs
  * says it will start within `prefetchWindowMs`; what waits longer than `prefetchHoldMs` for a slot is handed back.
- * With `prefetch` 0 (the default) the tasks this worker has claimed or running never exceed its concurrency (its
- * RUNNING rows also count runs that ended and wait for their outcome to be written: see `completionBatchSize`).
+ * With `startPrefetched` (and `throughput: 'high'`) the tasks prefetched are started in their claim, RUNNING, and
+ * wait in the executor for a handler slot. With `prefetch` 0 (the default) the tasks this worker has claimed or
+ * running never exceed its concurrency (its RUNNING rows also count runs that ended and wait for their outcome to be
+ * written: see `completionBatchSize`).
  *
- * Shutdown: stop claiming; hand claimed-but-not-started tasks back to PENDING at once; apply each running task's
- * shutdown policy (`continue` finishes within `drainTimeoutMs`, `resubmit` goes back to PENDING, `stop` fails with
- * WORKER_SHUTDOWN); resubmit what still runs at the drain timeout; write the last outcomes; resign leadership.
+ * Shutdown: stop claiming; hand tasks that have not run (claimed, or started ahead and waiting) back to PENDING at
+ * once; apply each running task's shutdown policy (`continue` finishes within `drainTimeoutMs`, `resubmit` goes back
+ * to PENDING, `stop` fails with WORKER_SHUTDOWN); resubmit what still runs at the drain timeout; write the last
+ * outcomes; resign leadership.
  */
 import { EventEmitter } from 'node:events';
 import type { Logger } from 'pino';
