@@ -1,8 +1,10 @@
 /**
  * Where a drain's time goes. `npm run profile:drain` (uses DATABASE_URL, or starts an embedded PostgreSQL) drains
  * TASKS no-op tasks (default 20,000) with one worker (CONCURRENCY, default 10; THROUGHPUT, default or high;
- * PREFETCH, a number or auto, default the worker's; START_PREFETCHED, 1 or 0; PREFETCH_WINDOW_MS with auto; COMPLETION_DELAY_MS, default the worker's; VACUUM_THRESHOLD, a number or off,
- * default the app's; MAINTENANCE=0 runs no maintenance leader at all; KEEP=1 leaves the schema behind) and prints:
+ * PREFETCH, a number or auto, default the worker's; START_PREFETCHED, 1 or 0; PREFETCH_WINDOW_MS with auto;
+ * COMPLETION_DELAY_MS, default the worker's; VACUUM_THRESHOLD, a number or off, default the app's; MAINTENANCE=0
+ * runs no maintenance leader at all; KEEP=1 leaves the schema behind; PATCH_SQL=<file> applies that SQL after the
+ * migrations, for experiments) and prints:
  * tasks/s; the CPU time per task of the PostgreSQL processes (read from /proc, so only for a server on this Linux
  * machine) and of this process; and, per statement the worker sent, the calls, tasks per call and time per call
  * as the client saw it, beside the server's execution time and WAL records when `pg_stat_statements` is loaded.
@@ -72,6 +74,8 @@ async function profile(databaseUrl: string): Promise<void> {
   });
   await app.db.pool.query(`DROP SCHEMA IF EXISTS ${SCHEMA} CASCADE`);
   await app.migrate();
+  // An experiment's SQL, applied to the migrated schema (a changed function, say).
+  if (process.env.PATCH_SQL) await app.db.pool.query(readFileSync(process.env.PATCH_SQL, 'utf8'));
   const noop = app.task({ name: 'noop', input: z.object({ i: z.number() }), handler: () => null });
   await noop.sendMany(Array.from({ length: TASKS }, (_, i) => ({ input: { i } })));
   await app.db.pool.query('CHECKPOINT');
