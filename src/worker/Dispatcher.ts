@@ -134,8 +134,8 @@ export class Dispatcher {
    * soft cap's gate, or a task has a per-worker limit.
    */
   reserveStarts(queue: string, max: number): number {
-    if (!this.active || this.waiting.length > 0 || this.caps.gatesStart(queue)) return 0;
-    if ([...this.registry.values()].some((t) => t.policies.maxConcurrentPerWorker !== null)) return 0;
+    if (!this.active || this.waiting.length > 0 || this.caps.gatesStart(queue) || this.workerLimits())
+      return 0;
     const ahead = this.startsAhead(queue) ? this.options.startAhead() : 0;
     const slots = this.options.concurrency + ahead - this.executor.running - this.starting;
     const n = Math.max(0, Math.min(max, slots));
@@ -153,8 +153,15 @@ export class Dispatcher {
       this.options.startAhead() > 0 &&
       !this.caps.applies(queue) &&
       !this.flow?.applies(queue) &&
-      ![...this.registry.values()].some((t) => t.policies.maxConcurrentPerWorker !== null)
+      !this.workerLimits()
     );
+  }
+
+  // A registered task has a per-worker limit: its starts are counted here, one by one. (Read at each claim: the
+  // app may register tasks after the worker was made.)
+  private workerLimits(): boolean {
+    for (const t of this.registry.values()) if (t.policies.maxConcurrentPerWorker !== null) return true;
+    return false;
   }
 
   /** Gives back slots reserved by {@link reserveStarts} when the claim failed. */

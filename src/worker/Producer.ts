@@ -185,7 +185,12 @@ export class Producer {
   ): Promise<{ rows: ClaimedTaskRow[]; started: StartedWithClaim | undefined }> {
     const reserved = this.hooks.reserveStarts(queue, wanted);
     const ahead = this.hooks.startsAhead(queue);
-    if (reserved === 0 && ahead) return { rows: [], started: undefined };
+    if (reserved === 0 && ahead) {
+      // No slot to start into right now (what the worker holds ahead shrank since the pass began): the next freed
+      // slot asks again.
+      this.moreLikely = true;
+      return { rows: [], started: undefined };
+    }
     const limit = ahead ? reserved : wanted;
     let rows: ClaimAndStartRow[];
     try {
