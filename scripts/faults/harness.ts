@@ -47,6 +47,8 @@ export interface FaultOptions {
   workers: number;
   /** Handlers per worker process. Default 8. */
   concurrency?: number;
+  /** The workers' `--throughput` (`high`: tasks started ahead of the free slots). Default `default`. */
+  throughput?: 'default' | 'high';
   /** The most tasks sent (plain tasks; workflows come on top). The run keeps a backlog until then. */
   tasks: number;
   /** Workflows started, spread over the schedule. */
@@ -281,7 +283,14 @@ export async function runFaults(options: FaultOptions): Promise<FaultReport> {
     };
     if (workerListenUrl) env.HORSIES_LISTEN_URL = workerListenUrl;
     else delete env.HORSIES_LISTEN_URL;
-    const args = ['--concurrency', String(options.concurrency ?? 8), '--poll-interval', '250'];
+    const args = [
+      '--concurrency',
+      String(options.concurrency ?? 8),
+      '--poll-interval',
+      '250',
+      '--throughput',
+      options.throughput ?? 'default',
+    ];
     const spawnWorker = (): WorkerProcess => {
       const w = startWorker(workerArgs, env, args, () => {
         preparedErrors += 1;

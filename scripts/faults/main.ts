@@ -4,7 +4,8 @@
  * invariants are checked when the server is still up (a terminal's Ctrl-C stops it too: exit code 130).
  *
  *   npm run faults -- [--short | --long] [--seed N] [--workers N] [--tasks N] [--workflows N] [--kills N]
- *                     [--restarts N] [--net-faults N] [--listen-drops N] [--duration S] [--pgbouncer] [--json]
+ *                     [--restarts N] [--net-faults N] [--listen-drops N] [--duration S] [--pgbouncer]
+ *                     [--throughput high] [--json]
  *
  * The default is the short mode; `--long` reaches 1,000 kills and 12 PostgreSQL restarts. Any option given
  * overrides the mode's value.
@@ -29,6 +30,7 @@ const { values } = parseArgs({
     duration: { type: 'string' },
     'max-minutes': { type: 'string' },
     pgbouncer: { type: 'boolean', default: false },
+    throughput: { type: 'string' },
     json: { type: 'boolean', default: false },
   },
 });
@@ -61,8 +63,13 @@ const options: FaultOptions = {
   durationMs: duration !== undefined ? duration * 1000 : mode.durationMs,
   maxMs: maxMinutes !== undefined ? maxMinutes * 60_000 : mode.maxMs,
   pgbouncer: values.pgbouncer,
+  throughput: values.throughput === 'high' ? 'high' : 'default',
   log: (line) => console.log(`[${new Date().toISOString().slice(11, 19)}] ${line}`),
 };
+if (values.throughput !== undefined && values.throughput !== 'high' && values.throughput !== 'default') {
+  console.error(`--throughput must be default or high, got ${JSON.stringify(values.throughput)}`);
+  process.exit(2);
+}
 if (options.workers < 1) {
   console.error('--workers must be at least 1');
   process.exit(2);
