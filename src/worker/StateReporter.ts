@@ -62,6 +62,8 @@ export class StateReporter {
         capMode: app.capMode,
         prefetchBuffer: app.prefetchBuffer,
         prefetch: cfg.prefetch,
+        // Tasks started ahead count a crashed attempt when this worker dies (see WorkerConfig.startPrefetched).
+        startPrefetched: cfg.startPrefetched,
         concurrency: cfg.concurrency,
       },
       taskNames: [...tasks.keys()],

@@ -48,6 +48,8 @@ describe('worker snapshots', () => {
       claimedStaleThresholdMs: 120_000,
       capMode: 'hard',
       concurrency: 3,
+      prefetch: 1,
+      startPrefetched: false,
     });
     expect(snapshot.memory_usage_mb as number).toBeGreaterThan(0);
     expect(snapshot.memory_percent as number).toBeGreaterThan(0);
