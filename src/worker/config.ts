@@ -3,6 +3,7 @@ import { availableParallelism, hostname } from 'node:os';
 import { basename } from 'node:path';
 import { z } from 'zod';
 import { QUEUE_NAME_PATTERN, parseConfig } from '../config.js';
+import { ConfigError } from '../errors.js';
 import { databaseClock } from '../clock.js';
 import type { Clock } from '../clock.js';
 import type { WorkerIdentity } from '../db/tasks.js';
@@ -207,6 +208,16 @@ export function resolveWorkerConfig(
   const auto = parsed.prefetch === 'auto' || (high && parsed.prefetch === undefined);
   const prefetch =
     typeof parsed.prefetch === 'number' ? parsed.prefetch : auto ? Math.max(490, 10 * parsed.concurrency) : 0;
+  if (parsed.startPrefetched === true && prefetch === 0) {
+    throw new ConfigError('worker config', [
+      {
+        field: 'startPrefetched',
+        value: true,
+        message:
+          "starts prefetched tasks, and none are: set prefetch (above 0, or 'auto'), or throughput: 'high'",
+      },
+    ]);
+  }
   return {
     ...parsed,
     prefetch,

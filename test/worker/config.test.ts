@@ -41,6 +41,17 @@ describe('the worker config', () => {
       prefetchAuto: true,
     });
     expect(resolveWorkerConfig({ prefetch: 5 }, ['default']).startPrefetched).toBe(false);
+    // Nothing prefetched, nothing to start ahead: said at once rather than ignored.
+    const { problems } = thrown(
+      () => resolveWorkerConfig({ startPrefetched: true }, ['default']),
+      ConfigError,
+    );
+    expect(problems).toEqual([
+      { field: 'startPrefetched', value: true, message: expect.stringMatching(/set prefetch/) },
+    ]);
+    expect(
+      resolveWorkerConfig({ startPrefetched: true, prefetch: 'auto' }, ['default']).startPrefetched,
+    ).toBe(true);
   });
 
   it("sizes prefetch from the rate with 'auto', up to what 'high' would hold", () => {
