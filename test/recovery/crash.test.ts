@@ -41,6 +41,13 @@ async function statusCounts(ids: string[]): Promise<Record<string, number>> {
   return Object.fromEntries(rows.map((r) => [r.status, r.n]));
 }
 
+async function attemptsOf(ids: string[]) {
+  return t.query<{ task_id: string; attempt: number; outcome: string; error_code: string | null }>(
+    'SELECT task_id, attempt, outcome, error_code FROM {{schema}}.horsies_task_attempts WHERE task_id = ANY($1) ORDER BY task_id, attempt',
+    [ids],
+  );
+}
+
 function reaperEvent(worker: Worker, match: (r: ReaperResult) => boolean) {
   return waitForEvent(
     worker,
@@ -75,15 +82,7 @@ describe('a worker killed with SIGKILL', () => {
     const completedMs = Date.now() - killedAt;
     await crashed;
 
-    const attempts = await t.query<{
-      task_id: string;
-      attempt: number;
-      outcome: string;
-      error_code: string | null;
-    }>(
-      'SELECT task_id, attempt, outcome, error_code FROM {{schema}}.horsies_task_attempts WHERE task_id = ANY($1) ORDER BY task_id, attempt',
-      [[...queuedIds, running.id]],
-    );
+    const attempts = await attemptsOf([...queuedIds, running.id]);
     // The requeued tasks never ran in the killed worker: one attempt each, completed by the survivor.
     for (const id of queuedIds) {
       expect(attempts.filter((a) => a.task_id === id)).toEqual([
@@ -196,15 +195,7 @@ describe('a worker killed with SIGKILL while tasks it started ahead wait for a s
     expect(await Promise.all(ahead.map((h) => h.result({ timeoutMs: 15_000 })))).toEqual(
       ahead.map(() => ({ ok: true, value: 2 })),
     );
-    const attempts = await t.query<{
-      task_id: string;
-      attempt: number;
-      outcome: string;
-      error_code: string | null;
-    }>(
-      'SELECT task_id, attempt, outcome, error_code FROM {{schema}}.horsies_task_attempts WHERE task_id = ANY($1) ORDER BY task_id, attempt',
-      [aheadIds],
-    );
+    const attempts = await attemptsOf(aheadIds);
     for (const id of aheadIds) {
       expect(attempts.filter((a) => a.task_id === id)).toEqual([
         { task_id: id, attempt: 1, outcome: 'WORKER_FAILURE', error_code: 'WORKER_CRASHED' },

@@ -8,6 +8,7 @@ import { z } from 'zod';
 import { createWorker } from '../../src/worker/Worker.js';
 import { trackStarts, useTestSchema, waitForEvent } from '../support/db.js';
 import { gate } from '../support/gate.js';
+import { longAndQuick } from '../support/busySlot.js';
 
 const t = await useTestSchema();
 
@@ -17,17 +18,7 @@ const t = await useTestSchema();
  */
 async function busyWithClaims(prefix: string, prefetchHoldMs: number, count: number) {
   const app = t.app();
-  const release = gate();
-  const long = app.task({
-    name: `${prefix}.long`,
-    input: z.object({}),
-    handler: () => release.wait.then(() => 'long'),
-  });
-  const quick = app.task({
-    name: `${prefix}.quick`,
-    input: z.object({ i: z.number() }),
-    handler: ({ i }) => i,
-  });
+  const { long, quick, release } = longAndQuick(app, prefix);
   const worker = createWorker(app, { concurrency: 1, prefetch: 5, prefetchHoldMs, maintenance: false });
   const claimed: string[] = [];
   worker.on('task:claimed', (ids) => claimed.push(...ids));
@@ -39,7 +30,7 @@ async function busyWithClaims(prefix: string, prefetchHoldMs: number, count: num
   const handles = await quick.sendMany(Array.from({ length: count }, (_, i) => ({ input: { i } })));
   const [aheadIds] = await claimedAhead;
   expect([...aheadIds].sort()).toEqual(handles.map((h) => h.id).sort());
-  return { app, worker, quick, longHandle, handles, claimed, release: release.open };
+  return { app, worker, quick, longHandle, handles, claimed, release };
 }
 
 describe('prefetchHoldMs', () => {

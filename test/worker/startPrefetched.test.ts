@@ -10,7 +10,7 @@ import type { Statement } from '../../src/db/Database.js';
 import { TaskStartMany } from '../../src/db/tasks.js';
 import { createWorker } from '../../src/worker/Worker.js';
 import { eventually, trackStarts, useTestSchema, waitForEvent } from '../support/db.js';
-import { gate } from '../support/gate.js';
+import { longAndQuick } from '../support/busySlot.js';
 
 const t = await useTestSchema();
 
@@ -46,21 +46,7 @@ async function attempts(ids: string[]) {
  */
 async function busyWithStarted(prefix: string, count: number, config: { prefetchHoldMs?: number } = {}) {
   const app = t.app();
-  const release = gate();
-  const ran: string[] = [];
-  const long = app.task({
-    name: `${prefix}.long`,
-    input: z.object({}),
-    handler: () => release.wait.then(() => 'long'),
-  });
-  const quick = app.task({
-    name: `${prefix}.quick`,
-    input: z.object({ i: z.number() }),
-    handler: ({ i }, ctx) => {
-      ran.push(ctx.taskId);
-      return i;
-    },
-  });
+  const { long, quick, ran, release } = longAndQuick(app, prefix);
   const worker = createWorker(app, {
     concurrency: 1,
     prefetch: count,
@@ -75,7 +61,7 @@ async function busyWithStarted(prefix: string, count: number, config: { prefetch
   const handles = await quick.sendMany(Array.from({ length: count }, (_, i) => ({ input: { i } })));
   const ids = handles.map((h) => h.id);
   for (const id of ids) await starts(id);
-  return { app, worker, handles, ids, ran, longHandle, release: release.open };
+  return { app, worker, handles, ids, ran, longHandle, release };
 }
 
 describe('startPrefetched', () => {
