@@ -59,6 +59,7 @@ export async function runCheck(
     if (options.live) {
       const live = await checkDatabase(app.db, {
         tasks: [...app.tasks.values()].map((t) => ({ name: t.name, queue: t.queue })),
+        vacuumCheck: app.config.recovery.vacuumThreshold !== null,
       });
       problems.push(...live.problems);
       const said: Partial<Record<CheckArea, string>> = {

@@ -18,6 +18,7 @@ import { NotifySend, PendingTaskNames } from '../db/checks.js';
 import { ServedTaskNames } from '../db/capacity.js';
 import { Listener } from '../db/Listener.js';
 import { latestMigrationVersion, schemaVersion } from '../db/Migrator.js';
+import { TaskTableVacuumState } from '../db/maintenance.js';
 import { routineDrift } from '../db/routines.js';
 import { ConfigError } from '../errors.js';
 import { declareSchedules } from '../scheduler/declare.js';
@@ -122,6 +123,11 @@ export interface LiveCheckOptions {
   tasks?: readonly { name: string; queue: string }[];
   /** Settings of the LISTEN connection. Default: the pool's. */
   listenConfig?: pg.ClientConfig;
+  /**
+   * The app's maintenance leader vacuums the task table (`recovery.vacuumThreshold` is not null): warn when the
+   * connecting role may not. Default false.
+   */
+  vacuumCheck?: boolean;
 }
 
 /** What the live checks found, and which areas they got to check. */
@@ -162,6 +168,20 @@ export async function checkDatabase(db: Database, options: LiveCheckOptions = {}
         area: 'database',
         severity: 'error',
         message: `routine ${drift.name} is ${drift.problem === 'missing' ? 'missing' : 'not the one migration ' + drift.migration + ' defines'}: run horsies migrate on a fresh schema, or restore it`,
+      });
+    }
+  }
+  if (options.vacuumCheck && version === required) {
+    const [state] = await db.run(TaskTableVacuumState, { schema: db.schema });
+    if (state && !state.permitted) {
+      problems.push({
+        area: 'database',
+        severity: 'warning',
+        message:
+          `this role may not vacuum "${db.schema}".horsies_tasks (it does not own it, and has no MAINTAIN on ` +
+          'PostgreSQL 17 and later): a maintenance leader running as it skips the vacuum check, and long drains ' +
+          'slow down until autovacuum comes (horsies roles grants MAINTAIN to the worker role; ' +
+          'recovery.vacuumThreshold: null turns the check off)',
       });
     }
   }

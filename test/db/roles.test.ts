@@ -10,6 +10,7 @@ import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { App } from '../../src/client/App.js';
+import { checkDatabase } from '../../src/client/checks.js';
 import { rolesSql } from '../../src/db/roles.js';
 import { Vacuumer } from '../../src/recovery/Vacuumer.js';
 import { createWorker } from '../../src/worker/Worker.js';
@@ -173,6 +174,17 @@ describe('vacuum of the task table', () => {
     expect((await byProducer.runOnce()).vacuumed).toBe(false);
     expect((await byProducer.runOnce()).vacuumed).toBe(false);
     expect(logged.filter((line) => line.includes('may not vacuum'))).toHaveLength(1);
+
+    // horsies check --live says so for the role it connects as, when the app runs the vacuum check.
+    const vacuumWarnings = async (role: 'worker' | 'producer', vacuumCheck: boolean) =>
+      (await checkDatabase(appAs(role).db, { vacuumCheck })).problems.filter((p) =>
+        p.message.includes('may not vacuum'),
+      );
+    expect(await vacuumWarnings('producer', true)).toEqual([
+      { area: 'database', severity: 'warning', message: expect.stringContaining('MAINTAIN') },
+    ]);
+    expect(await vacuumWarnings('producer', false)).toEqual([]);
+    expect(await vacuumWarnings('worker', true)).toHaveLength(version >= 170_000 ? 0 : 1);
   });
 });
 
