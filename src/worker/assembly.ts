@@ -228,10 +228,7 @@ export function assemble(
       appErrorCodes: app.errorCodes ?? [],
       synchronousStarts: cfg.synchronousStarts,
       tracer: host.tracer ?? null,
-      slots:
-        cfg.startPrefetched && cfg.prefetch > 0
-          ? { size: cfg.concurrency, holdMs: cfg.prefetchHoldMs }
-          : null,
+      slots: cfg.startPrefetched ? { size: cfg.concurrency, holdMs: cfg.prefetchHoldMs } : null,
     },
     {
       onSkipped: (task, reason) => {

@@ -222,7 +222,8 @@ export function resolveWorkerConfig(
     ...parsed,
     prefetch,
     prefetchAuto: auto,
-    startPrefetched: parsed.startPrefetched ?? high,
+    // With nothing prefetched (throughput 'high' with prefetch 0), nothing is started ahead either.
+    startPrefetched: parsed.startPrefetched ?? (high && prefetch > 0),
     // Served in the app's queue order: highest priority first.
     queues: appQueues.filter((q) => (parsed.queues ?? appQueues).includes(q)),
     maxClaimPerWorker: parsed.maxClaimPerWorker ?? parsed.concurrency + prefetch,

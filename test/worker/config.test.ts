@@ -41,6 +41,7 @@ describe('the worker config', () => {
       prefetchAuto: true,
     });
     expect(resolveWorkerConfig({ prefetch: 5 }, ['default']).startPrefetched).toBe(false);
+    expect(resolveWorkerConfig({ throughput: 'high', prefetch: 0 }, ['default']).startPrefetched).toBe(false);
     // Nothing prefetched, nothing to start ahead: said at once rather than ignored.
     const { problems } = thrown(
       () => resolveWorkerConfig({ startPrefetched: true }, ['default']),

@@ -210,14 +210,4 @@ describe('startPrefetched', () => {
       await busy.worker.stop();
     }
   });
-
-  it("is what throughput 'high' does, with prefetch sized by the rate", () => {
-    const app = t.app();
-    const worker = createWorker(app, { throughput: 'high' });
-    expect(worker.config).toMatchObject({ startPrefetched: true, prefetchAuto: true });
-    expect(createWorker(app, { throughput: 'high', startPrefetched: false }).config.startPrefetched).toBe(
-      false,
-    );
-    expect(createWorker(app, {}).config.startPrefetched).toBe(false);
-  });
 });
