@@ -324,10 +324,12 @@ export async function runFaults(options: FaultOptions): Promise<FaultReport> {
          WHERE status NOT IN ('COMPLETED', 'FAILED', 'CANCELLED')`,
       );
     // Starts the next workflow; false when the start failed (the server or pooler may be away: tried again later).
+    // Each start names its workflow: a start that committed but whose answer a fault cut off is tried again and
+    // returns the same workflow instead of a second one.
     const startWorkflow = async (): Promise<boolean> => {
       const n = workflowIds.length;
       try {
-        const handle = await runApp!.diamond.start({ n });
+        const handle = await runApp!.diamond.start({ n }, { id: `fault-diamond-${n}` });
         workflowIds.push({ id: handle.id, n });
         return true;
       } catch {
