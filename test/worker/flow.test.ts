@@ -67,8 +67,9 @@ describe('rate limits', () => {
     expect(mostStartsInWindow(starts, limit.intervalMs)).toBe(limit.max);
     const spanMs = (Math.max(...starts) - Math.min(...starts)) / 1000;
     expect(spanMs).toBeGreaterThanOrEqual((total / limit.max - 1) * limit.intervalMs);
-    // Every process started some of them.
-    expect(new Set(rows.map((r) => r.pid)).size).toBe(3);
+    // More than one process started them, so the limit held across processes (which of the three get a turn in
+    // each window is up to their polls: on a loaded machine one may get none).
+    expect(new Set(rows.map((r) => r.pid)).size).toBeGreaterThanOrEqual(2);
     for (const w of workers) w.child.kill('SIGTERM');
     await Promise.all(workers.map((w) => w.exited));
   }, 90_000);
