@@ -9,12 +9,14 @@
  * machine) and of this process; and, per statement the worker sent, the calls, tasks per call and time per call
  * as the client saw it, beside the server's execution time and WAL records when `pg_stat_statements` is loaded.
  * With CPU_PROFILE=<file>, this process's CPU profile of the drain alone (not the setup's sends) is written there
- * (open it in Chrome's DevTools), and the functions with the most self time are printed. horsies is the built
+ * (open it in Chrome's DevTools), and the functions with the most self time are printed. With HEAP_PROFILE=<file>,
+ * a sampling profile of what this process allocated during the drain, garbage included, is written there, and the
+ * functions that allocated the most are printed (bytes per task). horsies is the built
  * package (dist/), as an application runs it; FROM=src runs the source instead.
  */
 import { readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { Session } from 'node:inspector/promises';
-import type { Profiler } from 'node:inspector';
+import type { HeapProfiler, Profiler } from 'node:inspector';
 import { pino } from 'pino';
 import { z } from 'zod';
 import type { Statement } from '../src/db/Database.js';
@@ -39,6 +41,7 @@ const START_PREFETCHED =
   process.env.START_PREFETCHED === undefined ? undefined : process.env.START_PREFETCHED === '1';
 const SCHEMA = 'profile_drain';
 const CPU_PROFILE = process.env.CPU_PROFILE;
+const HEAP_PROFILE = process.env.HEAP_PROFILE;
 
 /** CPU time (ms) of every process named `postgres`, with what their exited children used. */
 function postgresCpuMs(): number {
@@ -117,11 +120,20 @@ async function profile(databaseUrl: string): Promise<void> {
       if (finished >= TASKS) resolve();
     }),
   );
-  const session = CPU_PROFILE ? new Session() : null;
-  if (session) {
-    session.connect();
+  const session = CPU_PROFILE || HEAP_PROFILE ? new Session() : null;
+  session?.connect();
+  if (session && CPU_PROFILE) {
     await session.post('Profiler.enable');
     await session.post('Profiler.start');
+  }
+  if (session && HEAP_PROFILE) {
+    await session.post('HeapProfiler.enable');
+    // Every 4 KiB allocated, with what the collector freed since: the garbage is what costs.
+    await session.post('HeapProfiler.startSampling', {
+      samplingInterval: 4096,
+      includeObjectsCollectedByMajorGC: true,
+      includeObjectsCollectedByMinorGC: true,
+    });
   }
   const pg0 = postgresCpuMs();
   const cpu0 = process.cpuUsage();
@@ -131,7 +143,9 @@ async function profile(databaseUrl: string): Promise<void> {
   const seconds = (performance.now() - started) / 1000;
   const pgUs = ((postgresCpuMs() - pg0) / TASKS) * 1000;
   const cpu = process.cpuUsage(cpu0);
-  const cpuProfile = session ? (await session.post('Profiler.stop')).profile : null;
+  const cpuProfile = session && CPU_PROFILE ? (await session.post('Profiler.stop')).profile : null;
+  const heapProfile =
+    session && HEAP_PROFILE ? (await session.post('HeapProfiler.stopSampling')).profile : null;
   session?.disconnect();
   await worker.stop();
 
@@ -151,6 +165,10 @@ async function profile(databaseUrl: string): Promise<void> {
   if (cpuProfile && CPU_PROFILE) {
     writeFileSync(CPU_PROFILE, JSON.stringify(cpuProfile));
     printSelfTimes(cpuProfile);
+  }
+  if (heapProfile && HEAP_PROFILE) {
+    writeFileSync(HEAP_PROFILE, JSON.stringify(heapProfile));
+    printAllocations(heapProfile);
   }
   if (statements) {
     const { rows } = await app.db.pool.query<{ calls: string; ms: string; wal: string; query: string }>(
@@ -187,6 +205,28 @@ function printSelfTimes(profile: Profiler.Profile): void {
   );
   for (const [key, us] of [...self].sort((a, b) => b[1] - a[1]).slice(0, 25)) {
     console.log(`  ${((us / busy) * 100).toFixed(1).padStart(5)}%  ${key}`);
+  }
+}
+
+/** The 25 functions that allocated the most during the drain (sampled), in bytes per task. */
+function printAllocations(profile: HeapProfiler.SamplingHeapProfile): void {
+  const self = new Map<string, number>();
+  let total = 0;
+  const visit = (node: HeapProfiler.SamplingHeapProfileNode): void => {
+    const frame = node.callFrame;
+    const where = frame.url ? ` ${frame.url.split('/').slice(-2).join('/')}:${frame.lineNumber + 1}` : '';
+    const key = `${frame.functionName || '(anonymous)'}${where}`;
+    self.set(key, (self.get(key) ?? 0) + node.selfSize);
+    total += node.selfSize;
+    for (const child of node.children) visit(child);
+  };
+  visit(profile.head);
+  console.log(
+    `\nthis process, allocated during the drain: about ${Math.round(total / TASKS)} bytes per task ` +
+      `(profile in ${HEAP_PROFILE}):`,
+  );
+  for (const [key, bytes] of [...self].sort((a, b) => b[1] - a[1]).slice(0, 25)) {
+    console.log(`  ${String(Math.round(bytes / TASKS)).padStart(6)} B  ${key}`);
   }
 }
 
