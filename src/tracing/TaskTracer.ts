@@ -51,6 +51,8 @@ export interface RunSpan {
   end(finish: TaskFinish): void;
 }
 
+const UNTRACED_RUN: RunSpan = { within: (fn) => fn(), end: () => undefined };
+
 /** Makes the spans of sends and runs (see the module comment). */
 export class TaskTracer {
   /** Parent contexts by stored traceparent: the tasks of one send share theirs, and a worker runs many of them. */
@@ -152,6 +154,9 @@ export class TaskTracer {
       { kind: SpanKind.CONSUMER, attributes },
       base,
     );
+    // No SDK is registered and no sender's context is carried on (the span has no trace): the handler runs as it
+    // would untraced, without a context made for a span that stands for nothing.
+    if (!trace.isSpanContextValid(span.spanContext())) return UNTRACED_RUN;
     const active = trace.setSpan(base, span);
     return {
       within: (fn) => context.with(active, fn),

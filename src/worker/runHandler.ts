@@ -20,7 +20,10 @@ export async function runHandler(
   appErrorCodes: ErrorCodeMap | undefined,
 ): Promise<Outcome> {
   try {
-    const validated = await definition.input['~standard'].validate(input);
+    // A schema or handler that answers at once is not awaited: each await is a turn of the microtask queue and
+    // its promise, per run.
+    const checking = definition.input['~standard'].validate(input);
+    const validated = checking instanceof Promise ? await checking : checking;
     if (validated.issues) {
       const detail = validated.issues.map((i) => i.message).join('; ');
       return new TaskError(
@@ -28,7 +31,8 @@ export async function runHandler(
         `stored input no longer matches the task's schema: ${detail}`,
       );
     }
-    const value = await definition.handler(validated.value, ctx);
+    const returned = definition.handler(validated.value, ctx);
+    const value = isPromiseLike(returned) ? await returned : returned;
     if (value instanceof TaskError) return value;
     return { value: toCanonicalJson(value === undefined ? null : value, 'result') };
   } catch (error) {
@@ -41,4 +45,12 @@ export async function runHandler(
       defaultCode: definition.policies.defaultErrorCode,
     });
   }
+}
+
+function isPromiseLike(value: unknown): value is PromiseLike<unknown> {
+  return (
+    value !== null &&
+    (typeof value === 'object' || typeof value === 'function') &&
+    typeof (value as { then?: unknown }).then === 'function'
+  );
 }

@@ -121,6 +121,57 @@ describe('PENDING → CLAIMED → RUNNING → COMPLETED', () => {
     await worker.stop();
   });
 
+  it('gives the handler its context, whose functions work when taken out of it', async () => {
+    const app = t.app();
+    const seen: Record<string, unknown>[] = [];
+    const described = app.task({
+      name: 'lifecycle.context',
+      input: z.object({}),
+      handler: (_input, ctx) => {
+        const {
+          taskId,
+          taskName,
+          queue,
+          attempt,
+          retryCount,
+          workflow,
+          signal,
+          logger,
+          progress,
+          transaction,
+        } = ctx;
+        seen.push({ taskId, taskName, queue, attempt, retryCount, workflow, aborted: signal.aborted });
+        logger.info('a line from the handler');
+        progress({ done: 1, total: 2 });
+        return transaction(async (tx) => {
+          const [{ n }] = (await tx.query<{ n: number }>('SELECT 41 + 1 AS n')).rows as [{ n: number }];
+          return { n };
+        });
+      },
+    });
+    const handle = await described.send({});
+    const worker = createWorker(app, { concurrency: 2 });
+    await worker.start();
+    expect(await handle.result({ timeoutMs: 10_000 })).toEqual({ ok: true, value: { n: 42 } });
+    await worker.stop();
+    expect(seen).toEqual([
+      {
+        taskId: handle.id,
+        taskName: 'lifecycle.context',
+        queue: 'default',
+        attempt: 1,
+        retryCount: 0,
+        workflow: null,
+        aborted: false,
+      },
+    ]);
+    const [stored] = await t.query<{ progress: unknown }>(
+      'SELECT progress FROM {{schema}}.horsies_tasks WHERE id = $1',
+      [handle.id],
+    );
+    expect(stored!.progress).toEqual({ done: 1, total: 2 });
+  });
+
   it('shows CLAIMED between the claim and the start', async () => {
     const app = t.app();
     const task = app.task({ name: 'lifecycle.claimonly', input: z.object({}), handler: () => 'ok' });
