@@ -2,8 +2,10 @@
  * Writes finished tasks. Finishes queue up while a write is in flight and go out together in the next one, so a
  * busy worker sends one statement for many tasks and an idle one writes each finish at once. When finishes arrived
  * during a write (the worker is busy), the next write waits up to `delayMs` for more to join it, unless a full
- * batch waits, a drain does, or a finish that others wait for (see {@link add}): fewer, larger statements. A
- * failed write is retried with backoff; a batch that a single bad row breaks is split so the others still land.
+ * batch waits, a drain does, or a finish that others wait for (see {@link add}): fewer, larger statements. When
+ * `besideAt` finishes queue up behind a write in flight, a second write takes them on a connection of its own (at
+ * most two at once): the writes, not the handlers, are then what holds the worker back. A failed write is retried
+ * with backoff; a batch that a single bad row breaks is split so the others still land.
  */
 import type { Database } from '../db/Database.js';
 import { isTransientDatabaseError } from '../db/Database.js';
@@ -39,6 +41,10 @@ export class Completer {
   private readonly urgent = new Set<string>();
   /** Ends the wait of the next write for more finishes (null when no write waits). */
   private endDelay: (() => void) | null = null;
+  /** The loop's write is in flight (not waiting for more finishes to join it). */
+  private writing = false;
+  /** The second write, beside the loop's (null when none is in flight). */
+  private beside: Promise<void> | null = null;
 
   constructor(
     private readonly db: Database,
@@ -48,6 +54,8 @@ export class Completer {
     private readonly hooks: CompleterHooks,
     /** Where the task_done notifications of written outcomes go (the finish leaves them out of its commit). */
     private readonly notices: DoneNotices,
+    /** Finishes queued behind the write in flight that start a second write beside it; null: never. */
+    private readonly besideAt: number | null = null,
   ) {}
 
   /** Number of finishes not yet written. */
@@ -64,6 +72,9 @@ export class Completer {
     if (urgent) this.urgent.add(finish.id);
     if (!this.flushing) this.flushing = this.flushLoop();
     else if (urgent || this.buffer.length >= this.batchSize) this.endDelay?.();
+    if (this.writing && this.beside === null && this.besideAt !== null && this.buffer.length >= this.besideAt) {
+      this.beside = this.writeBeside();
+    }
   }
 
   /** Writes one batch now (up to `batchSize` queued finishes). */
@@ -79,7 +90,7 @@ export class Completer {
 
   /** Resolves when every queued finish is written (and its notifications sent). */
   async drain(): Promise<void> {
-    if (this.flushing || this.buffer.length > 0) {
+    if (this.flushing || this.beside || this.buffer.length > 0) {
       const idle = new Promise<void>((resolve) => this.idleWaiters.push(resolve));
       this.endDelay?.();
       await idle;
@@ -103,10 +114,33 @@ export class Completer {
     // Let finishes of the same tick join the first write.
     await new Promise((resolve) => setImmediate(resolve));
     while (this.buffer.length > 0) {
-      await this.runOnce();
+      this.writing = true;
+      try {
+        await this.runOnce();
+      } finally {
+        this.writing = false;
+      }
       if (this.buffer.length > 0) await this.delay();
     }
     this.flushing = null;
+    this.settleIdle();
+  }
+
+  // The finishes queued behind the loop's write, written beside it.
+  private async writeBeside(): Promise<void> {
+    try {
+      await this.runOnce();
+    } catch (error) {
+      this.hooks.onError(error, []);
+    } finally {
+      this.beside = null;
+      this.settleIdle();
+    }
+  }
+
+  // Wakes the drains once neither write is in flight (a finish queued meanwhile started the loop again).
+  private settleIdle(): void {
+    if (this.flushing || this.beside) return;
     const waiters = this.idleWaiters;
     this.idleWaiters = [];
     for (const resolve of waiters) resolve();

@@ -36,6 +36,13 @@ import { Scheduler } from '../scheduler/Scheduler.js';
 import type { ScheduleConfig } from '../scheduler/declare.js';
 import type { ChildWorkflows } from '../workflow/step.js';
 
+/**
+ * Outcomes queued behind the write in flight that start a second write beside it. At throughput 'high' the one
+ * write of a busy worker was in flight about nine tenths of a drain, and a second one made the drain 1.15x to 1.3x
+ * faster (`profile:drain`, docs/benchmarks.md); a worker whose writes keep up never queues this many.
+ */
+const COMPLETION_BESIDE_AT = 150;
+
 /** What a worker needs of the app it runs: an `App` is one. */
 export interface WorkerHost {
   readonly db: Database;
@@ -317,6 +324,7 @@ export function assemble(
       onError: (error) => sink.fail('writing task outcomes failed', error),
     },
     notices,
+    COMPLETION_BESIDE_AT,
   );
   const heartbeater = new Heartbeater(
     db,
