@@ -72,7 +72,12 @@ export class Completer {
     if (urgent) this.urgent.add(finish.id);
     if (!this.flushing) this.flushing = this.flushLoop();
     else if (urgent || this.buffer.length >= this.batchSize) this.endDelay?.();
-    if (this.writing && this.beside === null && this.besideAt !== null && this.buffer.length >= this.besideAt) {
+    if (
+      this.writing &&
+      this.beside === null &&
+      this.besideAt !== null &&
+      this.buffer.length >= this.besideAt
+    ) {
       this.beside = this.writeBeside();
     }
   }
