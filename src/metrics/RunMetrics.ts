@@ -14,14 +14,13 @@ interface Held {
   startedAt: number;
   /** The run's duration was observed (at its end, or at its written outcome when no end was reported). */
   timed: boolean;
-}
-
-/**
- * Runs by task id and claim generation: a retry claimed again as soon as its outcome was committed can start here
- * before that outcome is settled, and the two runs must not share an entry.
- */
-function runKey(id: string, generation: number): string {
-  return `${id}:${generation}`;
+  /** The claim generation the run started under. */
+  generation: number;
+  /**
+   * An earlier run of the same task still held: a retry claimed again as soon as its outcome was committed can
+   * start here before that outcome is settled, and the two runs must not share an entry.
+   */
+  earlier: Held | null;
 }
 
 /** Counts one worker's runs into the app's metrics. */
@@ -32,11 +31,13 @@ export class RunMetrics {
 
   /** A run started; `startedAt` is the database's start time, compared with `enqueued_at` on the same clock. */
   started(task: ClaimedTaskRow, startedAt: Date | null): void {
-    this.held.set(runKey(task.id, task.claim_generation), {
+    this.held.set(task.id, {
       queue: task.queue_name,
       task: task.task_name,
       startedAt: performance.now(),
       timed: false,
+      generation: task.claim_generation,
+      earlier: this.held.get(task.id) ?? null,
     });
     const waited = startedAt === null ? 0 : (startedAt.getTime() - task.enqueued_at.getTime()) / 1000;
     this.metrics.started(task.queue_name, task.task_name, waited);
@@ -49,7 +50,7 @@ export class RunMetrics {
 
   /** A run ended; its outcome is on its way to the database. */
   ran(finish: TaskFinish): void {
-    const held = this.held.get(runKey(finish.id, finish.generation));
+    const held = this.find(finish.id, finish.generation);
     if (held) this.time(held);
   }
 
@@ -62,7 +63,7 @@ export class RunMetrics {
     for (const row of written) {
       const finish = asked === null ? finishes[0] : asked.get(row.id);
       if (!finish || finish.id !== row.id) continue;
-      const held = this.held.get(runKey(finish.id, finish.generation));
+      const held = this.find(finish.id, finish.generation);
       if (!held) continue;
       this.time(held);
       switch (row.status) {
@@ -82,7 +83,26 @@ export class RunMetrics {
           break;
       }
     }
-    for (const finish of finishes) this.held.delete(runKey(finish.id, finish.generation));
+    for (const finish of finishes) this.forget(finish.id, finish.generation);
+  }
+
+  // Runs are held by task id, each with the earlier runs of its task still held (rarely any): no key is built.
+  private find(id: string, generation: number): Held | null {
+    for (let held = this.held.get(id) ?? null; held !== null; held = held.earlier) {
+      if (held.generation === generation) return held;
+    }
+    return null;
+  }
+
+  private forget(id: string, generation: number): void {
+    let later: Held | null = null;
+    for (let held = this.held.get(id) ?? null; held !== null; later = held, held = held.earlier) {
+      if (held.generation !== generation) continue;
+      if (later) later.earlier = held.earlier;
+      else if (held.earlier) this.held.set(id, held.earlier);
+      else this.held.delete(id);
+      return;
+    }
   }
 
   private time(held: Held): void {
