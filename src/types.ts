@@ -24,6 +24,18 @@ export function isTerminalStatus(status: TaskStatus): boolean {
   return TERMINAL_STATUSES.includes(status);
 }
 
+/**
+ * True when `value` is a promise or another thenable: what a Standard Schema validator or a handler may return
+ * instead of its answer. (Internal; awaiting only these spares a turn of the microtask queue per call.)
+ */
+export function isPromiseLike<T>(value: T | PromiseLike<T>): value is PromiseLike<T> {
+  return (
+    value !== null &&
+    (typeof value === 'object' || typeof value === 'function') &&
+    typeof (value as { then?: unknown }).then === 'function'
+  );
+}
+
 /** A value JSON can carry without loss: what task inputs and results are made of. */
 export type JsonValue = string | number | boolean | null | JsonValue[] | { [key: string]: JsonValue };
 

@@ -20,6 +20,7 @@ import {
 import type { ConfigProblem, ValidationIssue } from '../errors.js';
 import type { HorsiesMetrics } from '../metrics/Metrics.js';
 import type { TaskTracer } from '../tracing/TaskTracer.js';
+import { isPromiseLike } from '../types.js';
 import { payloadDigest, toCanonicalJson } from './json.js';
 
 /** Options of one send. `Q` is the app's queue names (see `createApp`). */
@@ -192,7 +193,7 @@ export async function prepareTask(
 ): Promise<TaskInsert> {
   checkOptions(ctx, target, options);
   const result = target.schema['~standard'].validate(input);
-  return toTaskInsert(ctx, target, input, options, isPromise(result) ? await result : result);
+  return toTaskInsert(ctx, target, input, options, isPromiseLike(result) ? await result : result);
 }
 
 /** One item of a bulk send: its input and its own options. */
@@ -215,17 +216,19 @@ export async function prepareTasks(
     try {
       checkOptions(ctx, target, item);
       const result = standard.validate(item.input);
-      tasks[index] = toTaskInsert(ctx, target, item.input, item, isPromise(result) ? await result : result);
+      tasks[index] = toTaskInsert(
+        ctx,
+        target,
+        item.input,
+        item,
+        isPromiseLike(result) ? await result : result,
+      );
     } catch (error) {
       if (error instanceof Error) error.message = `sendMany item ${index}: ${error.message}`;
       throw error;
     }
   }
   return tasks;
-}
-
-function isPromise<T>(value: T | Promise<T>): value is Promise<T> {
-  return typeof (value as { then?: unknown }).then === 'function';
 }
 
 function toTaskInsert(

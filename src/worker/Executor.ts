@@ -395,11 +395,11 @@ export class Executor {
     transactional: { run: TransactionalRun | null },
   ): Promise<Outcome> {
     const transactions = definition.policies.blocking ? null : this.transactions;
-    const ctx = new HandlerContext(task, attempt, abort, this.logger, this.reportProgressOf);
-    ctx.transaction = (fn, options) =>
+    const ctx = new HandlerContext(task, attempt, abort, this.logger, this.reportProgressOf, (fn, options) =>
       transactions
         ? (transactional.run ??= transactions.forRun(task, abort.signal)).run(fn, options)
-        : refuseTransaction(task.id, definition.policies.blocking);
+        : refuseTransaction(task.id, definition.policies.blocking),
+    );
     return runHandler(definition, task.kwargs, ctx, this.options.appErrorCodes);
   }
 
@@ -497,7 +497,6 @@ class HandlerContext implements TaskContext {
   readonly retryCount: number;
   readonly workflow: TaskWorkflowContext | null;
   readonly progress: (value: JsonValue) => void;
-  transaction!: TaskContext['transaction'];
   readonly #abort: LazyAbort;
   readonly #logger: Logger;
   #taskLogger: Logger | null = null;
@@ -508,6 +507,7 @@ class HandlerContext implements TaskContext {
     abort: LazyAbort,
     logger: Logger,
     report: (task: ClaimedTaskRow, json: string) => void,
+    readonly transaction: TaskContext['transaction'],
   ) {
     this.taskId = task.id;
     this.taskName = task.task_name;

@@ -7,6 +7,7 @@ import type { TaskContext, TaskDefinition } from '../client/TaskDefinition.js';
 import { toCanonicalJson } from '../client/json.js';
 import type { ErrorCodeMap } from '../client/policy.js';
 import { NotSerializableError, TaskError } from '../errors.js';
+import { isPromiseLike } from '../types.js';
 import { toTaskError } from './errorMapping.js';
 
 /** A run's outcome: the result as canonical JSON text, or the error. */
@@ -23,7 +24,7 @@ export async function runHandler(
     // A schema or handler that answers at once is not awaited: each await is a turn of the microtask queue and
     // its promise, per run.
     const checking = definition.input['~standard'].validate(input);
-    const validated = checking instanceof Promise ? await checking : checking;
+    const validated = isPromiseLike(checking) ? await checking : checking;
     if (validated.issues) {
       const detail = validated.issues.map((i) => i.message).join('; ');
       return new TaskError(
@@ -45,12 +46,4 @@ export async function runHandler(
       defaultCode: definition.policies.defaultErrorCode,
     });
   }
-}
-
-function isPromiseLike(value: unknown): value is PromiseLike<unknown> {
-  return (
-    value !== null &&
-    (typeof value === 'object' || typeof value === 'function') &&
-    typeof (value as { then?: unknown }).then === 'function'
-  );
 }
