@@ -14,16 +14,10 @@ import type { VacuumerResult } from '../../src/recovery/Vacuumer.js';
 import { createWorker } from '../../src/worker/Worker.js';
 import { thrown } from '../support/assertions.js';
 import { insertTask } from '../support/factories.js';
-import {
-  databaseUrl,
-  drainWith,
-  eventually,
-  testLogger,
-  useTestSchema,
-  waitForEvent,
-} from '../support/db.js';
+import { drainWith, eventually, testLogger, useTestSchema, waitForEvent } from '../support/db.js';
 
-const t = await useTestSchema();
+// A database of its own: the other test files' open transactions would keep the rows this file's vacuums remove.
+const t = await useTestSchema({ ownDatabase: true });
 
 /** Index pages (and heap pages) the claim's selection reads to find the first pending task of `queue`. */
 async function claimPagesRead(queue: string): Promise<number> {
@@ -70,7 +64,7 @@ async function deadRows(): Promise<number> {
 async function drain(queue: string, count: number): Promise<void> {
   const { changed } = await tableState();
   const app = new App({
-    databaseUrl: databaseUrl(),
+    databaseUrl: t.url,
     schema: t.schema,
     logger: testLogger,
     queues: [{ name: queue }],
@@ -154,7 +148,7 @@ describe('the vacuum check', () => {
 
   it("runs the vacuum on a connection of its own, without the app's statement timeout", async () => {
     const app = new App({
-      databaseUrl: databaseUrl(),
+      databaseUrl: t.url,
       schema: t.schema,
       logger: testLogger,
       poolSize: 1,
@@ -238,7 +232,7 @@ describe('the vacuum check', () => {
     const { problems } = thrown(
       () =>
         new App({
-          databaseUrl: databaseUrl(),
+          databaseUrl: t.url,
           schema: t.schema,
           logger: testLogger,
           recovery: { vacuumThreshold: 10, vacuumScaleFactor: -1, vacuumCheckIntervalMs: 5 },

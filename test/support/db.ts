@@ -28,6 +28,8 @@ export const testLogger = pino({ level: process.env.HORSIES_TEST_LOG ?? 'silent'
 
 export interface TestSchema {
   schema: string;
+  /** Connection string of the database the schema is in. */
+  url: string;
   pool: pg.Pool;
   /** Creates an app on this schema (closed after the file). */
   app(config?: AppConfig): App;
@@ -35,10 +37,30 @@ export interface TestSchema {
   query<R extends pg.QueryResultRow = Record<string, unknown>>(sql: string, values?: unknown[]): Promise<R[]>;
 }
 
-/** Creates and migrates a schema for the current test file, with cleanup hooks registered. */
-export async function useTestSchema(): Promise<TestSchema> {
+/**
+ * Creates and migrates a schema for the current test file, with cleanup hooks registered. With `ownDatabase`, the
+ * schema is in a database of its own, created for the file and dropped after it: what vacuum may remove depends on
+ * the oldest snapshot of any session in the same database, and the other test files' transactions would hold it.
+ */
+export async function useTestSchema(options: { ownDatabase?: boolean } = {}): Promise<TestSchema> {
   const schema = freshSchemaName();
-  const pool = new pg.Pool({ connectionString: databaseUrl(), max: 20 });
+  let url = databaseUrl();
+  let dropDatabase = async (): Promise<void> => {};
+  if (options.ownDatabase) {
+    const database = schema;
+    const admin = new pg.Client({ connectionString: url });
+    await admin.connect();
+    await admin.query(`CREATE DATABASE "${database}"`).finally(() => admin.end());
+    const own = new URL(url);
+    own.pathname = `/${database}`;
+    url = own.toString();
+    dropDatabase = async () => {
+      const dropper = new pg.Client({ connectionString: databaseUrl() });
+      await dropper.connect();
+      await dropper.query(`DROP DATABASE IF EXISTS "${database}" WITH (FORCE)`).finally(() => dropper.end());
+    };
+  }
+  const pool = new pg.Pool({ connectionString: url, max: 20 });
   const apps: App[] = [];
   let failed = false;
   afterEach((ctx) => {
@@ -47,20 +69,24 @@ export async function useTestSchema(): Promise<TestSchema> {
   afterAll(async () => {
     await Promise.all(apps.map((a) => a.close()));
     if (failed) {
-      console.error(`test schema kept for inspection: ${schema}`);
+      console.error(
+        `test schema kept for inspection: ${schema}${options.ownDatabase ? ` (database ${schema})` : ''}`,
+      );
     } else {
       await pool.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
     }
     await pool.end();
+    if (!failed) await dropDatabase();
   });
   const makeApp = (config: AppConfig = {}): App => {
-    const app = new App({ databaseUrl: databaseUrl(), schema, logger: testLogger, ...config });
+    const app = new App({ databaseUrl: url, schema, logger: testLogger, ...config });
     apps.push(app);
     return app;
   };
   await makeApp().migrate();
   return {
     schema,
+    url,
     pool,
     app: makeApp,
     query: async <R extends pg.QueryResultRow>(sql: string, values: unknown[] = []) =>
