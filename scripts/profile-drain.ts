@@ -11,7 +11,10 @@
  * With CPU_PROFILE=<file>, this process's CPU profile of the drain alone (not the setup's sends) is written there
  * (open it in Chrome's DevTools), and the functions with the most self time are printed. With HEAP_PROFILE=<file>,
  * a sampling profile of what this process allocated during the drain, garbage included, is written there, and the
- * functions that allocated the most are printed (bytes per task). horsies is the built
+ * functions that allocated the most are printed (bytes per task). With TIMELINE=<ms>, the drain in steps of that
+ * many milliseconds from the worker's start: tasks finished, statements sent and tasks they carried. ROUNDS=<n>
+ * drains n times in this process, each on a fresh schema and worker: the first pays for compiling the worker's
+ * code, the later ones show it warm. horsies is the built
  * package (dist/), as an application runs it; FROM=src runs the source instead.
  */
 import { readFileSync, readdirSync, writeFileSync } from 'node:fs';
@@ -64,6 +67,23 @@ interface Timing {
   rows: number;
 }
 
+/** What happened in one step of the timeline. */
+interface Step {
+  finished: number;
+  /** Per statement: calls sent in the step, tasks they carried. */
+  sent: Map<string, { calls: number; rows: number }>;
+}
+
+const TIMELINE_MS = Number(process.env.TIMELINE ?? 0);
+const steps: Step[] = [];
+let timelineStart = 0;
+
+function stepNow(): Step {
+  const at = Math.floor((performance.now() - timelineStart) / TIMELINE_MS);
+  while (steps.length <= at) steps.push({ finished: 0, sent: new Map() });
+  return steps[at]!;
+}
+
 async function profile(databaseUrl: string): Promise<void> {
   const vacuumThreshold = process.env.VACUUM_THRESHOLD;
   const app = createApp({
@@ -97,8 +117,16 @@ async function profile(databaseUrl: string): Promise<void> {
     t.calls += 1;
     t.ms += performance.now() - started;
     const first = rows[0] as { claimed?: unknown[] } | undefined;
-    t.rows += Array.isArray(first?.claimed) ? first.claimed.length : rows.length;
+    const count = Array.isArray(first?.claimed) ? first.claimed.length : rows.length;
+    t.rows += count;
     timings.set(stmt.name, t);
+    if (TIMELINE_MS && timelineStart) {
+      const sent = stepNow().sent;
+      const s = sent.get(stmt.name) ?? { calls: 0, rows: 0 };
+      s.calls += 1;
+      s.rows += count;
+      sent.set(stmt.name, s);
+    }
     return rows;
   };
 
@@ -117,6 +145,7 @@ async function profile(databaseUrl: string): Promise<void> {
   const done = new Promise<void>((resolve) =>
     worker.on('task:finished', (rows) => {
       finished += rows.length;
+      if (TIMELINE_MS) stepNow().finished += rows.length;
       if (finished >= TASKS) resolve();
     }),
   );
@@ -138,7 +167,9 @@ async function profile(databaseUrl: string): Promise<void> {
   const pg0 = postgresCpuMs();
   const cpu0 = process.cpuUsage();
   const started = performance.now();
+  timelineStart = started;
   await worker.start();
+  const startMs = performance.now() - started;
   await done;
   const seconds = (performance.now() - started) / 1000;
   const pgUs = ((postgresCpuMs() - pg0) / TASKS) * 1000;
@@ -155,6 +186,7 @@ async function profile(databaseUrl: string): Promise<void> {
       `CPU per task: PostgreSQL ${Math.round(pgUs)} µs, this process ${Math.round((cpu.user + cpu.system) / TASKS)} µs ` +
       `(${Math.round(cpu.system / TASKS)} µs of it in the kernel)`,
   );
+  if (TIMELINE_MS) printTimeline(startMs);
   console.log('statement            calls  tasks/call  client ms/call');
   for (const [name, t] of [...timings].filter(([, t]) => t.calls >= 10)) {
     console.log(
@@ -184,6 +216,22 @@ async function profile(databaseUrl: string): Promise<void> {
   }
   if (!process.env.KEEP) await app.db.pool.query(`DROP SCHEMA ${SCHEMA} CASCADE`);
   await app.close();
+}
+
+/** The drain step by step: tasks finished, and each statement's calls (tasks carried) in the step. */
+function printTimeline(startMs: number): void {
+  console.log(`timeline: worker.start() returned after ${startMs.toFixed(1)} ms`);
+  let total = 0;
+  steps.forEach((step, i) => {
+    total += step.finished;
+    const sent = [...step.sent]
+      .map(([name, s]) => `${name} ${s.calls}${s.rows ? ` (${s.rows})` : ''}`)
+      .join(', ');
+    console.log(
+      `  ${String(i * TIMELINE_MS).padStart(6)} ms  finished ${String(step.finished).padStart(5)}  ` +
+        `total ${String(total).padStart(6)}  ${sent}`,
+    );
+  });
 }
 
 /** The 25 functions with the most self time in a CPU profile, as shares of the busy (not idle) time. */
@@ -230,4 +278,11 @@ function printAllocations(profile: HeapProfiler.SamplingHeapProfile): void {
   }
 }
 
-runScript(() => withDatabase(profile));
+runScript(() =>
+  withDatabase(async (databaseUrl) => {
+    for (let round = 0; round < Number(process.env.ROUNDS ?? 1); round++) {
+      steps.length = 0;
+      await profile(databaseUrl);
+    }
+  }),
+);

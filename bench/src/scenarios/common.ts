@@ -3,6 +3,7 @@ import type { PeerSession, RecoverySettings, RunningWorker, Subject, WorkerHooks
 import { acquireWithTimeout, closeQuietly, waitUntil, withTimeout } from '../time.js';
 import { startContentionSampler } from './contention.js';
 import type { ContentionSummary } from './contention.js';
+import { startCostMeter } from './cost.js';
 import type { RunContext } from './types.js';
 
 /** The batch size used whenever a scenario pre-queues tasks (not measured). */
@@ -62,6 +63,8 @@ export interface DrainResult {
   handlerRuns: number;
   /** What the contention sampler saw during the timed part, when asked for. */
   contention?: ContentionSummary;
+  /** The timed part's cost per task, keyed as {@link costColumns} with the case's key, when asked for. */
+  cost?: Record<string, number>;
 }
 
 /** Options of {@link measureDrain}; the defaults are the drain scenario's. */
@@ -72,6 +75,8 @@ export interface DrainOptions {
   hold?: () => Promise<void>;
   /** Samples pg_stat_activity and pg_locks during the timed part (see contention.ts). */
   sampleContention?: boolean;
+  /** Measures the timed part's cost per task (see cost.ts), keyed with this case key. */
+  costKey?: string;
 }
 
 /**
@@ -93,6 +98,7 @@ export async function measureDrain(
   await ctx.env.postgres.checkpoint();
   const sampler = options.sampleContention ? await startContentionSampler(ctx.env.postgres) : null;
   try {
+    const meter = options.costKey === undefined ? null : await startCostMeter(subject, ctx);
     const started = performance.now();
     return await withWorker(
       session,
@@ -113,6 +119,7 @@ export async function measureDrain(
           finished,
           handlerRuns: runs,
         };
+        if (meter) result.cost = await meter.stop(finished, options.costKey!);
         if (sampler) result.contention = await sampler.stop();
         return result;
       },

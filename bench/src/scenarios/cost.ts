@@ -1,0 +1,79 @@
+/**
+ * What a drain costs per task, beside its rate: the store server's CPU, the harness process's CPU (the subject's
+ * worker and its driver run in it), and for PostgreSQL the WAL written. The servers' CPU is read from /proc for
+ * every process named `postgres` (or `redis-server`), their exited children included, so it is only measured when
+ * the server runs on this machine: the embedded PostgreSQL and the harness's Redis, not a DATABASE_URL elsewhere.
+ * The WAL is the server's insert position before and after (server-wide: one subject runs at a time, but the
+ * checkpointer and autovacuum count too).
+ */
+import { readFileSync, readdirSync } from 'node:fs';
+import type { Subject } from '../peers/types.js';
+import type { Column, RunContext } from './types.js';
+
+/** The heading of the cost table beside the drain's rates. */
+export const COST_TABLE =
+  'Cost per task during the drain (µs of CPU of the store server and of the harness process, which runs the ' +
+  "worker and its driver; WAL bytes written, PostgreSQL only): the machine's noise moves these less than the rates";
+
+/** The cost columns of one drain case (`key`, its task count). */
+export function costColumns(key: string, label: string): Column[] {
+  return [
+    { key: `server:${key}`, label: `server CPU, ${label}`, unit: 'µs', better: 'lower', table: COST_TABLE },
+    { key: `harness:${key}`, label: `harness CPU, ${label}`, unit: 'µs', better: 'lower', table: COST_TABLE },
+    { key: `wal:${key}`, label: `WAL, ${label}`, unit: 'bytes', better: 'lower', table: COST_TABLE },
+  ];
+}
+
+/** CPU time (ms) of every process named `comm`, with what their exited and reaped children used. */
+function processCpuMs(comm: string): number {
+  let ticks = 0;
+  for (const pid of readdirSync('/proc').filter((p) => /^\d+$/.test(p))) {
+    try {
+      if (readFileSync(`/proc/${pid}/comm`, 'utf8').trim() !== comm) continue;
+      // Fields after the command: utime, stime, cutime, cstime are the 12th to 15th.
+      const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+      ticks += [11, 12, 13, 14].reduce((sum, i) => sum + Number(fields[i]), 0);
+    } catch {
+      // the process ended meanwhile
+    }
+  }
+  return ticks * 10; // USER_HZ is 100 on Linux
+}
+
+/** A running measurement; `stop` gives the cost per task of what happened since it began. */
+export interface CostMeter {
+  stop(tasks: number, key: string): Promise<Record<string, number>>;
+}
+
+/** Starts measuring what `subject`'s drain costs. */
+export async function startCostMeter(subject: Subject, ctx: RunContext): Promise<CostMeter> {
+  const local = subject.store === 'redis' ? ctx.env.redis !== null : ctx.env.postgres.source === 'embedded';
+  const comm = subject.store === 'redis' ? 'redis-server' : 'postgres';
+  const walPosition = async (): Promise<string | null> => {
+    if (subject.store !== 'postgres') return null;
+    const { rows } = await ctx.env.postgres.admin.query<{ lsn: string }>(
+      'SELECT pg_current_wal_insert_lsn()::text AS lsn',
+    );
+    return rows[0]!.lsn;
+  };
+  const wal0 = await walPosition();
+  const server0 = local ? processCpuMs(comm) : 0;
+  const harness0 = process.cpuUsage();
+  return {
+    async stop(tasks, key) {
+      const harness = process.cpuUsage(harness0);
+      const values: Record<string, number> = {
+        [`harness:${key}`]: (harness.user + harness.system) / tasks,
+      };
+      if (local) values[`server:${key}`] = ((processCpuMs(comm) - server0) * 1000) / tasks;
+      if (wal0 !== null) {
+        const { rows } = await ctx.env.postgres.admin.query<{ bytes: string }>(
+          'SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), $1)::text AS bytes',
+          [wal0],
+        );
+        values[`wal:${key}`] = Number(rows[0]!.bytes) / tasks;
+      }
+      return values;
+    },
+  };
+}
