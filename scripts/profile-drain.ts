@@ -7,7 +7,8 @@
  * migrations, for experiments) and prints:
  * tasks/s; the CPU time per task of the PostgreSQL processes (read from /proc, so only for a server on this Linux
  * machine) and of this process; and, per statement the worker sent, the calls, tasks per call and time per call
- * as the client saw it, beside the server's execution time and WAL records when `pg_stat_statements` is loaded.
+ * as the client saw it, beside the server's execution time, WAL records, bytes and full-page images when
+ * `pg_stat_statements` is loaded.
  * With CPU_PROFILE=<file>, this process's CPU profile of the drain alone (not the setup's sends) is written there
  * (open it in Chrome's DevTools), and the functions with the most self time are printed. With HEAP_PROFILE=<file>,
  * a sampling profile of what this process allocated during the drain, garbage included, is written there, and the
@@ -203,14 +204,24 @@ async function profile(databaseUrl: string): Promise<void> {
     printAllocations(heapProfile);
   }
   if (statements) {
-    const { rows } = await app.db.pool.query<{ calls: string; ms: string; wal: string; query: string }>(
+    const { rows } = await app.db.pool.query<{
+      calls: string;
+      ms: string;
+      wal: string;
+      bytes: string;
+      fpi: string;
+      query: string;
+    }>(
       `SELECT calls, round((total_exec_time / calls)::numeric, 3) AS ms, wal_records / calls AS wal,
+              wal_bytes / calls AS bytes, wal_fpi / calls AS fpi,
               left(regexp_replace(query, '\\s+', ' ', 'g'), 60) AS query
        FROM pg_stat_statements WHERE calls >= 10 AND toplevel AND query ILIKE '%${SCHEMA}%'
        ORDER BY total_exec_time DESC LIMIT 6`,
     );
-    console.log('\nserver (pg_stat_statements): calls, execution ms/call, WAL records/call, statement');
-    for (const r of rows) console.log(`  ${r.calls}  ${r.ms}  ${r.wal}  ${r.query}`);
+    console.log(
+      '\nserver (pg_stat_statements): calls, execution ms/call, WAL records, bytes and full-page images per call, statement',
+    );
+    for (const r of rows) console.log(`  ${r.calls}  ${r.ms}  ${r.wal}  ${r.bytes}  ${r.fpi}  ${r.query}`);
   } else {
     console.log('\nserver figures skipped: pg_stat_statements is not loaded (shared_preload_libraries)');
   }
