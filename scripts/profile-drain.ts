@@ -13,7 +13,8 @@
  * (open it in Chrome's DevTools), and the functions with the most self time are printed. With HEAP_PROFILE=<file>,
  * a sampling profile of what this process allocated during the drain, garbage included, is written there, and the
  * functions that allocated the most are printed (bytes per task). With TIMELINE=<ms>, the drain in steps of that
- * many milliseconds from the worker's start: tasks finished, statements sent and tasks they carried. ROUNDS=<n>
+ * many milliseconds from the worker's start: tasks finished, this process's CPU, statements sent and tasks they
+ * carried. ROUNDS=<n>
  * drains n times in this process, each on a fresh schema and worker: the first pays for compiling the worker's
  * code, the later ones show it warm. horsies is the built
  * package (dist/), as an application runs it; FROM=src runs the source instead.
@@ -71,6 +72,8 @@ interface Timing {
 /** What happened in one step of the timeline. */
 interface Step {
   finished: number;
+  /** This process's CPU time (µs) at the step's first event. */
+  cpuAt: number;
   /** Per statement: calls sent in the step, tasks they carried. */
   sent: Map<string, { calls: number; rows: number }>;
 }
@@ -81,7 +84,10 @@ let timelineStart = 0;
 
 function stepNow(): Step {
   const at = Math.floor((performance.now() - timelineStart) / TIMELINE_MS);
-  while (steps.length <= at) steps.push({ finished: 0, sent: new Map() });
+  while (steps.length <= at) {
+    const cpu = process.cpuUsage();
+    steps.push({ finished: 0, cpuAt: cpu.user + cpu.system, sent: new Map() });
+  }
   return steps[at]!;
 }
 
@@ -187,7 +193,7 @@ async function profile(databaseUrl: string): Promise<void> {
       `CPU per task: PostgreSQL ${Math.round(pgUs)} µs, this process ${Math.round((cpu.user + cpu.system) / TASKS)} µs ` +
       `(${Math.round(cpu.system / TASKS)} µs of it in the kernel)`,
   );
-  if (TIMELINE_MS) printTimeline(startMs);
+  if (TIMELINE_MS) printTimeline(startMs, cpu0.user + cpu0.system + cpu.user + cpu.system);
   console.log('statement            calls  tasks/call  client ms/call');
   for (const [name, t] of [...timings].filter(([, t]) => t.calls >= 10)) {
     console.log(
@@ -230,17 +236,19 @@ async function profile(databaseUrl: string): Promise<void> {
 }
 
 /** The drain step by step: tasks finished, and each statement's calls (tasks carried) in the step. */
-function printTimeline(startMs: number): void {
+function printTimeline(startMs: number, cpuEnd: number): void {
   console.log(`timeline: worker.start() returned after ${startMs.toFixed(1)} ms`);
   let total = 0;
   steps.forEach((step, i) => {
     total += step.finished;
+    // This process's CPU from the step's first event to the next step's (about the step).
+    const cpuMs = ((steps[i + 1]?.cpuAt ?? cpuEnd) - step.cpuAt) / 1000;
     const sent = [...step.sent]
       .map(([name, s]) => `${name} ${s.calls}${s.rows ? ` (${s.rows})` : ''}`)
       .join(', ');
     console.log(
       `  ${String(i * TIMELINE_MS).padStart(6)} ms  finished ${String(step.finished).padStart(5)}  ` +
-        `total ${String(total).padStart(6)}  ${sent}`,
+        `total ${String(total).padStart(6)}  cpu ${cpuMs.toFixed(0).padStart(3)} ms  ${sent}`,
     );
   });
 }
