@@ -20,9 +20,17 @@ import { eventually, useTestSchema } from '../support/db.js';
 const t = await useTestSchema();
 const worker = { workerId: 'cap-room', hostname: 'test', pid: 1, processName: 'test' };
 
-/** Is some backend waiting for an advisory lock? */
-async function lockAwaited(): Promise<boolean> {
-  const rows = await t.query(`SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND NOT granted`);
+/**
+ * Is some backend waiting for the cap's advisory lock? (Its 64-bit key is split into `classid` and `objid`; other
+ * test files wait for advisory locks of their own meanwhile.)
+ */
+async function lockAwaited(key: string): Promise<boolean> {
+  const rows = await t.query(
+    `SELECT 1 FROM pg_locks
+     WHERE locktype = 'advisory' AND NOT granted AND objsubid = 1
+       AND ((classid::bigint << 32) | objid::bigint) = hashtextextended($1, 0)`,
+    [key],
+  );
   return rows.length > 0;
 }
 
@@ -69,7 +77,7 @@ async function behindHolder<R>(
       );
     }
     const pending = waiter(capped);
-    await eventually(lockAwaited);
+    await eventually(() => lockAwaited(cap.key));
     await holder.query('COMMIT');
     const got = await pending;
     const rows = await t.query<{ status: string; n: number }>(

@@ -62,7 +62,9 @@ describe('a second write of outcomes', () => {
     await eventually(async () => {
       const [row] = await t.query<{ n: number }>(
         `SELECT count(*)::int AS n FROM pg_stat_activity
-         WHERE wait_event_type = 'Lock' AND query LIKE '%horsies_finish_tasks%'`,
+         WHERE wait_event_type = 'Lock' AND query LIKE $1`,
+        // This schema's finish (other test files finish tasks meanwhile).
+        [`%"${t.schema}".horsies_finish_tasks%`],
       );
       return row!.n > 0;
     });
