@@ -19,13 +19,14 @@
  * code, the later ones show it warm. horsies is the built
  * package (dist/), as an application runs it; FROM=src runs the source instead.
  */
-import { readFileSync, readdirSync, writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { Session } from 'node:inspector/promises';
 import type { HeapProfiler, Profiler } from 'node:inspector';
 import { pino } from 'pino';
 import { z } from 'zod';
 import type { Statement } from '../src/db/Database.js';
 import { runScript, withDatabase } from './database.js';
+import { processCpuMs } from './processCpu.js';
 
 // The package as an application runs it (dist/, built by `npm run build:lib`, which `npm run profile:drain` runs
 // first), or with FROM=src the source through tsx, whose CPU profile names the source files.
@@ -47,21 +48,6 @@ const START_PREFETCHED =
 const SCHEMA = 'profile_drain';
 const CPU_PROFILE = process.env.CPU_PROFILE;
 const HEAP_PROFILE = process.env.HEAP_PROFILE;
-
-/** CPU time (ms) of every process named `postgres`, with what their exited children used. */
-function postgresCpuMs(): number {
-  let ticks = 0;
-  for (const pid of readdirSync('/proc').filter((p) => /^\d+$/.test(p))) {
-    try {
-      if (readFileSync(`/proc/${pid}/comm`, 'utf8').trim() !== 'postgres') continue;
-      const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-      ticks += [11, 12, 13, 14].reduce((sum, i) => sum + Number(fields[i]), 0);
-    } catch {
-      // the process ended meanwhile
-    }
-  }
-  return ticks * 10; // USER_HZ is 100 on Linux
-}
 
 interface Timing {
   calls: number;
@@ -171,7 +157,7 @@ async function profile(databaseUrl: string): Promise<void> {
       includeObjectsCollectedByMinorGC: true,
     });
   }
-  const pg0 = postgresCpuMs();
+  const pg0 = processCpuMs('postgres');
   const cpu0 = process.cpuUsage();
   const started = performance.now();
   timelineStart = started;
@@ -179,7 +165,7 @@ async function profile(databaseUrl: string): Promise<void> {
   const startMs = performance.now() - started;
   await done;
   const seconds = (performance.now() - started) / 1000;
-  const pgUs = ((postgresCpuMs() - pg0) / TASKS) * 1000;
+  const pgUs = ((processCpuMs('postgres') - pg0) / TASKS) * 1000;
   const cpu = process.cpuUsage(cpu0);
   const cpuProfile = session && CPU_PROFILE ? (await session.post('Profiler.stop')).profile : null;
   const heapProfile =

@@ -6,7 +6,7 @@
  * The WAL is the server's insert position before and after (server-wide: one subject runs at a time, but the
  * checkpointer and autovacuum count too).
  */
-import { readFileSync, readdirSync } from 'node:fs';
+import { processCpuMs } from '../../../scripts/processCpu.js';
 import type { Subject } from '../peers/types.js';
 import type { Column, RunContext } from './types.js';
 
@@ -22,22 +22,6 @@ export function costColumns(key: string, label: string): Column[] {
     { key: `harness:${key}`, label: `harness CPU, ${label}`, unit: 'µs', better: 'lower', table: COST_TABLE },
     { key: `wal:${key}`, label: `WAL, ${label}`, unit: 'bytes', better: 'lower', table: COST_TABLE },
   ];
-}
-
-/** CPU time (ms) of every process named `comm`, with what their exited and reaped children used. */
-function processCpuMs(comm: string): number {
-  let ticks = 0;
-  for (const pid of readdirSync('/proc').filter((p) => /^\d+$/.test(p))) {
-    try {
-      if (readFileSync(`/proc/${pid}/comm`, 'utf8').trim() !== comm) continue;
-      // Fields after the command: utime, stime, cutime, cstime are the 12th to 15th.
-      const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-      ticks += [11, 12, 13, 14].reduce((sum, i) => sum + Number(fields[i]), 0);
-    } catch {
-      // the process ended meanwhile
-    }
-  }
-  return ticks * 10; // USER_HZ is 100 on Linux
 }
 
 /** A running measurement; `stop` gives the cost per task of what happened since it began. */
