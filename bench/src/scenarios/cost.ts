@@ -13,7 +13,7 @@ import type { Column, RunContext } from './types.js';
 /** The heading of the cost table beside the drain's rates. */
 export const COST_TABLE =
   'Cost per task during the drain (µs of CPU of the store server and of the harness process, which runs the ' +
-  "worker and its driver; WAL bytes written, PostgreSQL only): the machine's noise moves these less than the rates";
+  'worker and its driver; WAL bytes written, PostgreSQL only): less moved by a busy machine than the rates, not free of it';
 
 /** The cost columns of one drain case (`key`, its task count). */
 export function costColumns(key: string, label: string): Column[] {
