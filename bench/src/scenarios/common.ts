@@ -61,6 +61,10 @@ export interface DrainResult {
   finished: number;
   /** Handler runs seen in process by then. */
   handlerRuns: number;
+  /** From the worker's start to the first handler run, and to the run that reached the target (the rest of
+   * `elapsedMs` is the last outcomes' write and the poll that saw it). */
+  firstRunMs: number | null;
+  lastRunMs: number | null;
   /** What the contention sampler saw during the timed part, when asked for. */
   contention?: ContentionSummary;
   /** The timed part's cost per task, keyed as {@link costColumns} with the case's key, when asked for. */
@@ -93,13 +97,22 @@ export async function measureDrain(
   options: DrainOptions = {},
 ): Promise<DrainResult> {
   let runs = 0;
-  const hooks: WorkerHooks = { onStart: () => void runs++ };
+  let started = 0;
+  let firstRunMs: number | null = null;
+  let lastRunMs: number | null = null;
+  const hooks: WorkerHooks = {
+    onStart: () => {
+      runs++;
+      if (runs === 1) firstRunMs = performance.now() - started;
+      if (runs === target) lastRunMs = performance.now() - started;
+    },
+  };
   if (options.hold) hooks.hold = options.hold;
   await ctx.env.postgres.checkpoint();
   const sampler = options.sampleContention ? await startContentionSampler(ctx.env.postgres) : null;
   try {
     const meter = options.costKey === undefined ? null : await startCostMeter(subject, ctx);
-    const started = performance.now();
+    started = performance.now();
     return await withWorker(
       session,
       subject,
@@ -118,6 +131,8 @@ export async function measureDrain(
           elapsedMs,
           finished,
           handlerRuns: runs,
+          firstRunMs,
+          lastRunMs,
         };
         if (meter) result.cost = await meter.stop(finished, options.costKey!);
         if (sampler) result.contention = await sampler.stop();
