@@ -14,10 +14,9 @@
  * a sampling profile of what this process allocated during the drain, garbage included, is written there, and the
  * functions that allocated the most are printed (bytes per task). With TIMELINE=<ms>, the drain in steps of that
  * many milliseconds from the worker's start: tasks finished, this process's CPU, statements sent and tasks they
- * carried. ROUNDS=<n>
- * drains n times in this process, each on a fresh schema and worker: the first pays for compiling the worker's
- * code, the later ones show it warm. horsies is the built
- * package (dist/), as an application runs it; FROM=src runs the source instead.
+ * carried. ROUNDS=<n> drains n times in this process, each on a fresh schema and worker: the first pays for
+ * compiling the worker's code, the later ones show it warm. horsies is the built package (dist/), as an
+ * application runs it; FROM=src runs the source instead.
  */
 import { readFileSync, writeFileSync } from 'node:fs';
 import { Session } from 'node:inspector/promises';

@@ -33,14 +33,6 @@ afterAll(() => app.close());
 
 const env = { databaseUrl: databaseUrl(), schema: t.schema, recovery };
 
-async function statusCounts(ids: string[]): Promise<Record<string, number>> {
-  const rows = await t.query<{ status: string; n: number }>(
-    'SELECT status, count(*)::int AS n FROM {{schema}}.horsies_tasks WHERE id = ANY($1) GROUP BY status',
-    [ids],
-  );
-  return Object.fromEntries(rows.map((r) => [r.status, r.n]));
-}
-
 async function attemptsOf(ids: string[]) {
   return t.query<{ task_id: string; attempt: number; outcome: string; error_code: string | null }>(
     'SELECT task_id, attempt, outcome, error_code FROM {{schema}}.horsies_task_attempts WHERE task_id = ANY($1) ORDER BY task_id, attempt',
@@ -65,7 +57,7 @@ describe('a worker killed with SIGKILL', () => {
     await eventually(async () => (await app.getTask(running.id))?.status === 'RUNNING');
     const queued = await fixture.record.sendMany(Array.from({ length: 5 }, (_, n) => ({ input: { n } })));
     const queuedIds = queued.map((h) => h.id);
-    await eventually(async () => (await statusCounts(queuedIds)).CLAIMED === 5);
+    await eventually(async () => (await t.statusCounts(queuedIds)).CLAIMED === 5);
 
     victim.child.kill('SIGKILL');
     const killedAt = Date.now();
@@ -169,7 +161,7 @@ describe('a worker killed with SIGKILL while tasks it started ahead wait for a s
     const ahead = await fixture.crashy.sendMany(Array.from({ length: 5 }, () => ({ input: { ms: 0 } })));
     const aheadIds = ahead.map((h) => h.id);
     // Started by the claim that took them (both timestamps its own), beaten for as running tasks, not run.
-    await eventually(async () => (await statusCounts(aheadIds)).RUNNING === 5);
+    await eventually(async () => (await t.statusCounts(aheadIds)).RUNNING === 5);
     const rows = await t.query<{ claimed_at: Date; started_at: Date; attempt: number }>(
       'SELECT claimed_at, started_at, attempt FROM {{schema}}.horsies_tasks WHERE id = ANY($1)',
       [aheadIds],

@@ -35,6 +35,8 @@ export interface TestSchema {
   app(config?: AppConfig): App;
   /** Runs SQL with `{{schema}}` replaced by the quoted schema name. */
   query<R extends pg.QueryResultRow = Record<string, unknown>>(sql: string, values?: unknown[]): Promise<R[]>;
+  /** How many of these tasks are in each status (statuses none is in are left out). */
+  statusCounts(ids: string[]): Promise<Record<string, number>>;
 }
 
 /**
@@ -72,10 +74,11 @@ export async function useTestSchema(options: { ownDatabase?: boolean } = {}): Pr
       console.error(
         `test schema kept for inspection: ${schema}${options.ownDatabase ? ` (database ${schema})` : ''}`,
       );
-    } else {
+    } else if (!options.ownDatabase) {
       await pool.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
     }
     await pool.end();
+    // The file's own database goes with its schema.
     if (!failed) await dropDatabase();
   });
   const makeApp = (config: AppConfig = {}): App => {
@@ -84,13 +87,21 @@ export async function useTestSchema(options: { ownDatabase?: boolean } = {}): Pr
     return app;
   };
   await makeApp().migrate();
+  const query = async <R extends pg.QueryResultRow>(sql: string, values: unknown[] = []): Promise<R[]> =>
+    (await pool.query<R>(sql.replaceAll('{{schema}}', `"${schema}"`), values)).rows;
   return {
     schema,
     url,
     pool,
     app: makeApp,
-    query: async <R extends pg.QueryResultRow>(sql: string, values: unknown[] = []) =>
-      (await pool.query<R>(sql.replaceAll('{{schema}}', `"${schema}"`), values)).rows,
+    query,
+    statusCounts: async (ids) => {
+      const rows = await query<{ status: string; n: number }>(
+        'SELECT status, count(*)::int AS n FROM {{schema}}.horsies_tasks WHERE id = ANY ($1) GROUP BY status',
+        [ids],
+      );
+      return Object.fromEntries(rows.map((r) => [r.status, r.n]));
+    },
   };
 }
 

@@ -23,14 +23,6 @@ afterEach(async () => {
   worker = null;
 });
 
-const statuses = async (ids: string[]): Promise<Record<string, number>> => {
-  const rows = await t.query<{ status: string; n: number }>(
-    'SELECT status, count(*)::int AS n FROM {{schema}}.horsies_tasks WHERE id = ANY ($1) GROUP BY status',
-    [ids],
-  );
-  return Object.fromEntries(rows.map((r) => [r.status, r.n]));
-};
-
 describe('a second write of outcomes', () => {
   it('writes the outcomes queued behind a write that waits, and a stop waits for both', async () => {
     const app = t.app({ queues: ['beside'] });
@@ -73,8 +65,8 @@ describe('a second write of outcomes', () => {
     // (all but fewer than 150, which wait for the next).
     const quick = await task.sendMany(Array.from({ length: 300 }, () => ({ input: { slow: false } })));
     const quickIds = quick.map((h) => h.id);
-    await eventually(async () => ((await statuses(quickIds)).COMPLETED ?? 0) >= 150);
-    expect((await statuses([slow.id])).RUNNING).toBe(1);
+    await eventually(async () => ((await t.statusCounts(quickIds)).COMPLETED ?? 0) >= 150);
+    expect((await t.statusCounts([slow.id])).RUNNING).toBe(1);
     expect(writes.length).toBeGreaterThan(0);
     await eventually(async () => quickIds.every((id) => ran.has(id)));
 
@@ -83,7 +75,7 @@ describe('a second write of outcomes', () => {
     await blocker.query('COMMIT');
     await stopping;
     worker = null;
-    expect(await statuses([slow.id, ...quickIds])).toEqual({ COMPLETED: 301 });
+    expect(await t.statusCounts([slow.id, ...quickIds])).toEqual({ COMPLETED: 301 });
     expect(writes.reduce((sum, n) => sum + n, 0)).toBe(301);
   });
 });
