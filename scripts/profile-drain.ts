@@ -16,7 +16,10 @@
  * many milliseconds from the worker's start: tasks finished, this process's CPU, statements sent and tasks they
  * carried. ROUNDS=<n> drains n times in this process, each on a fresh schema and worker: the first pays for
  * compiling the worker's code, the later ones show it warm. horsies is the built package (dist/), as an
- * application runs it; FROM=src runs the source instead.
+ * application runs it; FROM=src runs the source instead. With SERVER_PROFILE=<file>, Linux `perf` samples the
+ * PostgreSQL processes alive at the drain's first finished outcome (the worker's connections are open by then)
+ * until its end, writes the samples there and prints the share of the server's CPU each part of the executor took
+ * (scripts/serverProfile.ts; a server on this machine only).
  */
 import { readFileSync, writeFileSync } from 'node:fs';
 import { Session } from 'node:inspector/promises';
@@ -26,6 +29,7 @@ import { z } from 'zod';
 import type { Statement } from '../src/db/Database.js';
 import { runScript, withDatabase } from './database.js';
 import { processCpuMs } from './processCpu.js';
+import { type ServerProfile, startServerProfile } from './serverProfile.js';
 
 // The package as an application runs it (dist/, built by `npm run build:lib`, which `npm run profile:drain` runs
 // first), or with FROM=src the source through tsx, whose CPU profile names the source files.
@@ -47,6 +51,7 @@ const START_PREFETCHED =
 const SCHEMA = 'profile_drain';
 const CPU_PROFILE = process.env.CPU_PROFILE;
 const HEAP_PROFILE = process.env.HEAP_PROFILE;
+const SERVER_PROFILE = process.env.SERVER_PROFILE;
 
 interface Timing {
   calls: number;
@@ -134,8 +139,10 @@ async function profile(databaseUrl: string): Promise<void> {
     maintenance: process.env.MAINTENANCE !== '0',
   });
   let finished = 0;
+  let serverProfile = null as ServerProfile | null; // set in the listener
   const done = new Promise<void>((resolve) =>
     worker.on('task:finished', (rows) => {
+      if (SERVER_PROFILE && finished === 0) serverProfile = startServerProfile(SERVER_PROFILE);
       finished += rows.length;
       if (TIMELINE_MS) stepNow().finished += rows.length;
       if (finished >= TASKS) resolve();
@@ -194,6 +201,7 @@ async function profile(databaseUrl: string): Promise<void> {
     writeFileSync(HEAP_PROFILE, JSON.stringify(heapProfile));
     printAllocations(heapProfile);
   }
+  await serverProfile?.stop(pgUs);
   if (statements) {
     const { rows } = await app.db.pool.query<{
       calls: string;
