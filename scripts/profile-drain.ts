@@ -172,6 +172,7 @@ async function profile(databaseUrl: string): Promise<void> {
   await done;
   const seconds = (performance.now() - started) / 1000;
   const pgUs = ((processCpuMs('postgres') - pg0) / TASKS) * 1000;
+  await serverProfile?.stop();
   const cpu = process.cpuUsage(cpu0);
   const cpuProfile = session && CPU_PROFILE ? (await session.post('Profiler.stop')).profile : null;
   const heapProfile =
@@ -201,7 +202,7 @@ async function profile(databaseUrl: string): Promise<void> {
     writeFileSync(HEAP_PROFILE, JSON.stringify(heapProfile));
     printAllocations(heapProfile);
   }
-  await serverProfile?.stop(pgUs);
+  serverProfile?.print(pgUs);
   if (statements) {
     const { rows } = await app.db.pool.query<{
       calls: string;

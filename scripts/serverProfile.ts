@@ -25,8 +25,10 @@ const PARTS: [fn: string, what: string][] = [
 ];
 
 export interface ServerProfile {
-  /** Stops sampling and prints the report; `usPerTask` is the server's CPU per task, to turn shares into µs. */
-  stop(usPerTask: number): Promise<void>;
+  /** Stops sampling. */
+  stop(): Promise<void>;
+  /** Prints the report (after stop); `usPerTask` is the server's CPU per task, to turn shares into µs. */
+  print(usPerTask: number): void;
 }
 
 /** Starts sampling every process named `comm` now alive; null (with the reason printed) when `perf` cannot. */
@@ -51,28 +53,24 @@ export function startServerProfile(file: string, comm = 'postgres'): ServerProfi
   perf.stderr?.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
   const exited = new Promise<number | null>((resolve) => perf.on('exit', resolve));
   return {
-    async stop(usPerTask) {
+    async stop() {
       perf.kill('SIGINT');
       await exited;
+    },
+    print(usPerTask) {
       let report: string;
       try {
-        report = execFileSync(
-          'perf',
-          [
-            'report',
-            '-i',
-            file,
-            '--children',
-            '--sort',
-            'sym',
-            '--stdio',
-            '-g',
-            'none',
-            '--percent-limit',
-            '0',
-          ],
-          { encoding: 'utf8', maxBuffer: 256 * 1024 * 1024, stdio: ['ignore', 'pipe', 'ignore'] },
-        );
+        const args = [
+          'report',
+          '-i',
+          file,
+          ...'--children --sort sym --stdio -g none --percent-limit 0'.split(' '),
+        ];
+        report = execFileSync('perf', args, {
+          encoding: 'utf8',
+          maxBuffer: 256 * 1024 * 1024,
+          stdio: ['ignore', 'pipe', 'ignore'],
+        });
       } catch {
         console.log(`server profile failed: ${stderr.trim().split('\n').at(-1) ?? 'perf report failed'}`);
         return;
