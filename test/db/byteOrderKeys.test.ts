@@ -1,0 +1,157 @@
+/**
+ * Migration 26: identifiers and codes compare byte by byte (COLLATE "C"). A schema at version 25 with pending
+ * tasks, a finished one with its attempt and a workflow under way keeps every row and key through the migration,
+ * and the work goes on to its end on the migrated schema; the keys the migration rebuilt still refuse what they
+ * refused.
+ */
+import pg from 'pg';
+import { afterAll, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { createApp } from '../../src/client/App.js';
+import { Database } from '../../src/db/Database.js';
+import { loadMigrations, migrate } from '../../src/db/Migrator.js';
+import { createWorker } from '../../src/worker/Worker.js';
+import { workflow } from '../../src/workflow/WorkflowDefinition.js';
+import { databaseUrl, freshSchemaName, testLogger } from '../support/db.js';
+
+const schema = freshSchemaName();
+const db = new Database({ connectionString: databaseUrl(), schema, poolSize: 2 });
+const admin = new pg.Pool({ connectionString: databaseUrl(), max: 2 });
+const q = async <R extends pg.QueryResultRow>(sql: string, values?: unknown[]): Promise<R[]> =>
+  (await admin.query<R>(sql.replaceAll('{{schema}}', `"${schema}"`), values)).rows;
+
+afterAll(async () => {
+  await db.end();
+  await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+  await admin.end();
+});
+
+/** What the migration must keep: every task, attempt and workflow node with its keys. */
+async function stored(): Promise<unknown> {
+  return {
+    tasks: await q(
+      `SELECT id, task_name, queue_name, status, workflow_id FROM {{schema}}.horsies_tasks ORDER BY id`,
+    ),
+    attempts: await q(
+      `SELECT task_id, attempt, outcome FROM {{schema}}.horsies_task_attempts ORDER BY task_id`,
+    ),
+    nodes: await q(
+      `SELECT workflow_id, node_index, node_id, node_key, task_id FROM {{schema}}.horsies_workflow_tasks
+       ORDER BY workflow_id, node_index`,
+    ),
+  };
+}
+
+describe('migration 26 (identifiers compared byte by byte)', () => {
+  it('keeps what a schema at version 25 stored, and its work goes on to the end', async () => {
+    await migrate(
+      db,
+      loadMigrations().filter((m) => m.version <= 25),
+    );
+    const app = createApp({ databaseUrl: databaseUrl(), schema, logger: testLogger });
+    const upper = app.task({
+      name: 'Keys.Upper',
+      input: z.object({ n: z.number() }),
+      handler: ({ n }) => n * 2,
+    });
+    const lower = app.task({
+      name: 'keys.lower',
+      input: z.object({ n: z.number() }),
+      handler: ({ n }) => n + 1,
+    });
+    const pending = [await upper.send({ n: 1 }), await lower.send({ n: 2 }), await upper.send({ n: 3 })];
+    // One task finished at version 25, with its attempt row, as a worker of that version wrote it.
+    const done = await lower.send({ n: 4 });
+    await q(
+      `WITH f AS (
+         UPDATE {{schema}}.horsies_tasks SET status = 'COMPLETED', claimed_at = now(), started_at = now(),
+                completed_at = now(), finished_at = now(), attempt = 1, result = '{"ok": 5}'
+         WHERE id = $1 RETURNING id)
+       INSERT INTO {{schema}}.horsies_task_attempts (task_id, attempt, outcome, will_retry, started_at, finished_at)
+       SELECT id, 1, 'COMPLETED', false, now(), now() FROM f`,
+      [done.id],
+    );
+    const wf = workflow(app, 'Keys.Flow');
+    const first = wf.node(upper, { input: { n: 10 } });
+    const second = wf.node(lower, { input: { n: first.result } });
+    const handle = await wf.build({ output: second }).start();
+    const before = await stored();
+
+    expect(await migrate(db)).toEqual({ applied: [26], version: 26 });
+
+    expect(await stored()).toEqual(before);
+    const collations = await q<{ table_name: string; column_name: string; collation_name: string | null }>(
+      `SELECT table_name, column_name, collation_name FROM information_schema.columns
+       WHERE table_schema = $1 AND (table_name, column_name) IN (('horsies_tasks', 'id'),
+         ('horsies_tasks', 'queue_name'), ('horsies_tasks', 'task_name'), ('horsies_tasks', 'claimed_by_worker_id'),
+         ('horsies_task_attempts', 'task_id'), ('horsies_workflow_tasks', 'node_key'),
+         ('horsies_tasks', 'error_message'), ('horsies_tasks', 'status'), ('horsies_task_attempts', 'error_message'))
+       ORDER BY table_name, column_name`,
+      [schema],
+    );
+    // Free text and statuses keep the database's collation (null: the column names none).
+    expect(
+      collations.map((c) => `${c.table_name}.${c.column_name} ${c.collation_name ?? 'default'}`),
+    ).toEqual([
+      'horsies_task_attempts.error_message default',
+      'horsies_task_attempts.task_id C',
+      'horsies_tasks.claimed_by_worker_id C',
+      'horsies_tasks.id C',
+      'horsies_tasks.queue_name C',
+      'horsies_tasks.status default',
+      'horsies_tasks.task_name C',
+      'horsies_workflow_tasks.node_key C',
+    ]);
+    const nodes = (before as { nodes: { workflow_id: string; node_index: number; node_key: string }[] })
+      .nodes;
+    expect(nodes.map((n) => n.node_key)).toEqual(nodes.map((n) => `${n.workflow_id}:${n.node_index}`));
+
+    const worker = createWorker(app, { concurrency: 4 });
+    await worker.start();
+    try {
+      expect(await handle.result({ timeoutMs: 10_000 })).toEqual({ ok: true, value: 21 });
+      const results = await Promise.all(pending.map((h) => h.result({ timeoutMs: 10_000 })));
+      expect(results).toEqual([
+        { ok: true, value: 2 },
+        { ok: true, value: 3 },
+        { ok: true, value: 6 },
+      ]);
+      expect(await done.result({ timeoutMs: 1_000 })).toEqual({ ok: true, value: 5 });
+    } finally {
+      await worker.stop();
+      await app.close();
+    }
+  });
+
+  it('keeps refusing what the rebuilt keys refused', async () => {
+    // An attempt of no task (the foreign key), a second task with a held id (the primary key), and a second
+    // workflow node with a taken key (the unique node key, generated again by the migration).
+    await expect(
+      q(
+        `INSERT INTO {{schema}}.horsies_task_attempts (task_id, attempt, outcome, will_retry, started_at, finished_at)
+         VALUES ('no-such-task', 1, 'COMPLETED', false, now(), now())`,
+      ),
+    ).rejects.toMatchObject({ code: '23503' });
+    const [task] = await q<{ id: string }>(`SELECT id FROM {{schema}}.horsies_tasks LIMIT 1`);
+    await expect(
+      q(
+        `INSERT INTO {{schema}}.horsies_tasks (id, task_name, queue_name)
+         VALUES ($1, 'other', 'default')`,
+        [task!.id],
+      ),
+    ).rejects.toMatchObject({ code: '23505' });
+    const indexes = await q<{ indexdef: string }>(
+      `SELECT indexdef FROM pg_indexes WHERE schemaname = $1 AND indexname = 'horsies_workflow_tasks_node_key_idx'`,
+      [schema],
+    );
+    expect(indexes.map((i) => i.indexdef)).toEqual([expect.stringContaining('UNIQUE INDEX')]);
+    // Deleting a task still deletes its attempts (ON DELETE CASCADE).
+    const [attempt] = await q<{ task_id: string }>(
+      `SELECT task_id FROM {{schema}}.horsies_task_attempts LIMIT 1`,
+    );
+    await q(`DELETE FROM {{schema}}.horsies_tasks WHERE id = $1`, [attempt!.task_id]);
+    expect(
+      await q(`SELECT 1 FROM {{schema}}.horsies_task_attempts WHERE task_id = $1`, [attempt!.task_id]),
+    ).toEqual([]);
+  });
+});
