@@ -15,8 +15,9 @@
 -- horsies_tasks.status, which PostgreSQL would not let this change).
 --
 -- The columns keep their types (the seeds' VARCHAR lengths); only their collation changes, so no table is
--- rewritten. Every index on them is rebuilt, under the migration's lock: on a table of millions of tasks that takes
--- as long as building those indexes (tens of seconds for a million tasks on the machine of docs/benchmarks.md).
+-- rewritten (but horsies_workflow_tasks, below). Every index on them is rebuilt, under the migration's lock: 7.5 s for
+-- a million tasks and half a million attempts on the machine of docs/benchmarks.md, during which nothing claims or
+-- sends.
 
 ALTER TABLE {{schema}}.horsies_group_limits
   ALTER COLUMN queue_name TYPE varchar(100) COLLATE "C",
