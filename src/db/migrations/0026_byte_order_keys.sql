@@ -1,18 +1,18 @@
 -- Identifiers and codes compare byte by byte (COLLATE "C"), whatever the database's collation.
 --
 -- Every key of the hot path is text: a task's id, its queue, its name, the worker that holds it. A btree index
--- compares its keys, and an equality test its two sides, under the column's collation, which is the database's
--- unless the column names one. Under a linguistic collation that is a call into the C library's (or ICU's)
--- collation for every comparison: sampled with perf (docs/benchmarks.md, fifteenth pass), text comparisons took 6%
+-- orders its keys, and its searches and inserts compare them, under the column's collation, which is the
+-- database's unless the column names one. Under a linguistic collation each such comparison is a call into the C
+-- library's (or ICU's) collation: sampled with perf (docs/benchmarks.md, fifteenth pass), text comparisons took 6%
 -- of the server's CPU in a drain on a C.UTF-8 database, and on an en_US.UTF-8 database, the default of most
 -- Linux installations, the same drain cost the server 111 to 120 us per task against 70 to 88 (11,637 to 12,514
 -- tasks/s against 14,288 to 17,627). Under "C" a comparison is a memcmp.
 --
 -- What changes for a user: an ORDER BY on one of these columns sorts by byte (uppercase before lowercase, 'Z'
--- before 'a'); ids, which are lowercase hex, sort as before. Equality is unchanged (every collation PostgreSQL
--- ships for these columns is deterministic). Free text (error messages, failure reasons) keeps the database's
--- collation, and so do the status columns, which only ever compare with constants (and a trigger's condition reads
--- horsies_tasks.status, which PostgreSQL would not let this change).
+-- before 'a'); ids, which are lowercase hex, sort as before. Equality is unchanged: a database's collation is
+-- deterministic, as "C" is. Free text (error messages, failure reasons) keeps the database's collation, and so do
+-- the status columns, which only ever compare with constants (and a trigger's condition reads horsies_tasks.status,
+-- which PostgreSQL would not let this change).
 --
 -- The columns keep their types (the seeds' VARCHAR lengths); only their collation changes, so no table is
 -- rewritten (but horsies_workflow_tasks, below). Every index on them is rebuilt, under the migration's lock: 7.5 s for
