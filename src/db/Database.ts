@@ -200,13 +200,21 @@ export class Database {
     return `${params.host ?? process.env.PGHOST ?? 'localhost'}:${params.port ?? process.env.PGPORT ?? 5432}/${params.database ?? process.env.PGDATABASE ?? ''}`;
   }
 
-  /** Runs a statement on the pool, or on `on` (a caller's transaction). */
+  /**
+   * Runs a statement on the pool, or on `on` (a caller's transaction). On the pool, a statement that a connection
+   * prepared before a migration changed the columns it returns is run again: the pool drops a connection whose
+   * statement failed, so each try is on another one (see {@link isStalePlanError}).
+   */
   async run<P, R>(stmt: Statement<P, R>, params: P, on?: Queryable): Promise<R[]> {
-    try {
-      const result = await (on ?? this.pool).query({ ...this.config(stmt), values: stmt.values(params) });
-      return result.rows as R[];
-    } catch (error) {
-      throw await this.explain(error);
+    const query = { ...this.config(stmt), values: stmt.values(params) };
+    for (let tries = 1; ; tries++) {
+      try {
+        const result = await (on ?? this.pool).query(query);
+        return result.rows as R[];
+      } catch (error) {
+        if (!on && isStalePlanError(error) && tries <= this.pool.options.max) continue;
+        throw await this.explain(error);
+      }
     }
   }
 
@@ -241,6 +249,8 @@ export class Database {
       return value;
     } catch (error) {
       if (!broken) await client.query('ROLLBACK').catch(() => undefined);
+      // A statement this connection prepared before a migration would fail here again: drop the connection.
+      if (isStalePlanError(error)) broken = error as Error;
       throw error;
     } finally {
       client.off('error', onError);
@@ -264,6 +274,18 @@ export class Database {
     }
     return config;
   }
+}
+
+/**
+ * A named statement the connection prepared before a migration changed what it returns (a column's type or
+ * collation; migration 26 changed the collation of the identifier columns): PostgreSQL refuses to run it again on
+ * that connection, and would on every later call. A fresh connection prepares it anew.
+ */
+export function isStalePlanError(error: unknown): boolean {
+  const e = error as { code?: unknown; message?: unknown } | null;
+  return (
+    e?.code === '0A000' && typeof e.message === 'string' && e.message.includes('cached plan must not change')
+  );
 }
 
 /** PostgreSQL error classes worth a retry: connection loss, serialization failure, deadlock, shutdown. */

@@ -8,7 +8,7 @@ import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { createApp } from '../../src/client/App.js';
-import { Database } from '../../src/db/Database.js';
+import { Database, statement } from '../../src/db/Database.js';
 import { loadMigrations, migrate } from '../../src/db/Migrator.js';
 import { createWorker } from '../../src/worker/Worker.js';
 import { workflow } from '../../src/workflow/WorkflowDefinition.js';
@@ -153,5 +153,30 @@ describe('migration 26 (identifiers compared byte by byte)', () => {
     expect(
       await q(`SELECT 1 FROM {{schema}}.horsies_task_attempts WHERE task_id = $1`, [attempt!.task_id]),
     ).toEqual([]);
+  });
+
+  it('runs a statement prepared before a migration changed its columns again, on a fresh connection', async () => {
+    // A running worker's connections hold statements they prepared before the migration; PostgreSQL refuses those
+    // whose columns changed ("cached plan must not change result type"), on that connection, every time.
+    const one = new Database({ connectionString: databaseUrl(), schema, poolSize: 1 });
+    const ids = statement<Record<string, never>, { id: string }>(
+      'StaleProbe',
+      `SELECT id FROM {{schema}}.horsies_tasks ORDER BY id LIMIT 1`,
+      () => [],
+    );
+    const recollate = (collation: string) =>
+      q(`ALTER TABLE {{schema}}.horsies_tasks ALTER COLUMN id TYPE varchar(36) COLLATE "${collation}"`);
+    try {
+      const [first] = await one.run(ids, {});
+      await recollate('default');
+      expect(await one.run(ids, {})).toEqual([first]);
+      // In a transaction the statement fails, and the connection is dropped: the next transaction has a new one.
+      await recollate('C');
+      const inTransaction = () => one.transaction((client) => one.run(ids, {}, client));
+      await expect(inTransaction()).rejects.toMatchObject({ code: '0A000' });
+      expect(await inTransaction()).toEqual([first]);
+    } finally {
+      await one.end();
+    }
   });
 });

@@ -18,6 +18,12 @@
 -- rewritten (but horsies_workflow_tasks, below). Every index on them is rebuilt, under the migration's lock: 7.5 s for
 -- a million tasks and half a million attempts on the machine of docs/benchmarks.md, during which nothing claims or
 -- sends.
+--
+-- Workers that run across the migration hold statements their connections prepared before it; PostgreSQL refuses,
+-- on that connection, every one that returns a column whose collation changed ("cached plan must not change result
+-- type"). The pool drops a connection whose statement failed and Database.run runs such a statement again on
+-- another, and a transaction that fails so drops its connection (src/db/Database.ts, isStalePlanError): running
+-- workers go on without a restart.
 
 ALTER TABLE {{schema}}.horsies_group_limits
   ALTER COLUMN queue_name TYPE varchar(100) COLLATE "C",
