@@ -4,27 +4,16 @@
  * and the work goes on to its end on the migrated schema; the keys the migration rebuilt still refuse what they
  * refused.
  */
-import pg from 'pg';
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { createApp } from '../../src/client/App.js';
 import { Database, statement } from '../../src/db/Database.js';
-import { loadMigrations, migrate } from '../../src/db/Migrator.js';
+import { migrate } from '../../src/db/Migrator.js';
 import { createWorker } from '../../src/worker/Worker.js';
 import { workflow } from '../../src/workflow/WorkflowDefinition.js';
-import { databaseUrl, freshSchemaName, testLogger } from '../support/db.js';
+import { useTestSchema } from '../support/db.js';
 
-const schema = freshSchemaName();
-const db = new Database({ connectionString: databaseUrl(), schema, poolSize: 2 });
-const admin = new pg.Pool({ connectionString: databaseUrl(), max: 2 });
-const q = async <R extends pg.QueryResultRow>(sql: string, values?: unknown[]): Promise<R[]> =>
-  (await admin.query<R>(sql.replaceAll('{{schema}}', `"${schema}"`), values)).rows;
-
-afterAll(async () => {
-  await db.end();
-  await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
-  await admin.end();
-});
+const t = await useTestSchema({ migratedTo: 25 });
+const q = t.query;
 
 /** What the migration must keep: every task, attempt and workflow node with its keys. */
 async function stored(): Promise<unknown> {
@@ -44,11 +33,7 @@ async function stored(): Promise<unknown> {
 
 describe('migration 26 (identifiers compared byte by byte)', () => {
   it('keeps what a schema at version 25 stored, and its work goes on to the end', async () => {
-    await migrate(
-      db,
-      loadMigrations().filter((m) => m.version <= 25),
-    );
-    const app = createApp({ databaseUrl: databaseUrl(), schema, logger: testLogger });
+    const app = t.app();
     const upper = app.task({
       name: 'Keys.Upper',
       input: z.object({ n: z.number() }),
@@ -77,7 +62,7 @@ describe('migration 26 (identifiers compared byte by byte)', () => {
     const handle = await wf.build({ output: second }).start();
     const before = await stored();
 
-    expect(await migrate(db)).toEqual({ applied: [26], version: 26 });
+    expect(await migrate(app.db)).toEqual({ applied: [26], version: 26 });
 
     expect(await stored()).toEqual(before);
     const collations = await q<{ table_name: string; column_name: string; collation_name: string | null }>(
@@ -87,7 +72,7 @@ describe('migration 26 (identifiers compared byte by byte)', () => {
          ('horsies_task_attempts', 'task_id'), ('horsies_workflow_tasks', 'node_key'),
          ('horsies_tasks', 'error_message'), ('horsies_tasks', 'status'), ('horsies_task_attempts', 'error_message'))
        ORDER BY table_name, column_name`,
-      [schema],
+      [t.schema],
     );
     // Free text and statuses keep the database's collation (null: the column names none).
     expect(
@@ -119,13 +104,12 @@ describe('migration 26 (identifiers compared byte by byte)', () => {
       expect(await done.result({ timeoutMs: 1_000 })).toEqual({ ok: true, value: 5 });
     } finally {
       await worker.stop();
-      await app.close();
     }
   });
 
   it('keeps refusing what the rebuilt keys refused', async () => {
-    // An attempt of no task (the foreign key), a second task with a held id (the primary key), and a second
-    // workflow node with a taken key (the unique node key, generated again by the migration).
+    // An attempt of no task (the foreign key), a second task with a held id (the primary key); the node key,
+    // generated again by the migration, is unique again.
     await expect(
       q(
         `INSERT INTO {{schema}}.horsies_task_attempts (task_id, attempt, outcome, will_retry, started_at, finished_at)
@@ -142,7 +126,7 @@ describe('migration 26 (identifiers compared byte by byte)', () => {
     ).rejects.toMatchObject({ code: '23505' });
     const indexes = await q<{ indexdef: string }>(
       `SELECT indexdef FROM pg_indexes WHERE schemaname = $1 AND indexname = 'horsies_workflow_tasks_node_key_idx'`,
-      [schema],
+      [t.schema],
     );
     expect(indexes.map((i) => i.indexdef)).toEqual([expect.stringContaining('UNIQUE INDEX')]);
     // Deleting a task still deletes its attempts (ON DELETE CASCADE).
@@ -158,7 +142,7 @@ describe('migration 26 (identifiers compared byte by byte)', () => {
   it('runs a statement prepared before a migration changed its columns again, on a fresh connection', async () => {
     // A running worker's connections hold statements they prepared before the migration; PostgreSQL refuses those
     // whose columns changed ("cached plan must not change result type"), on that connection, every time.
-    const one = new Database({ connectionString: databaseUrl(), schema, poolSize: 1 });
+    const one = new Database({ connectionString: t.url, schema: t.schema, poolSize: 1 });
     const ids = statement<Record<string, never>, { id: string }>(
       'StaleProbe',
       `SELECT id FROM {{schema}}.horsies_tasks ORDER BY id LIMIT 1`,

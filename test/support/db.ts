@@ -11,6 +11,7 @@ import { afterAll, afterEach, expect, inject } from 'vitest';
 import type { AppConfig } from '../../src/client/config.js';
 import { App } from '../../src/client/App.js';
 import type { TaskDefinition } from '../../src/client/TaskDefinition.js';
+import { loadMigrations, migrate } from '../../src/db/Migrator.js';
 import type { Worker } from '../../src/worker/Worker.js';
 
 /** Connection string of the test server. */
@@ -43,8 +44,11 @@ export interface TestSchema {
  * Creates and migrates a schema for the current test file, with cleanup hooks registered. With `ownDatabase`, the
  * schema is in a database of its own, created for the file and dropped after it: what vacuum may remove depends on
  * the oldest snapshot of any session in the same database, and the other test files' transactions would hold it.
+ * With `migratedTo`, the schema is migrated up to that version only (a test of a later migration applies the rest).
  */
-export async function useTestSchema(options: { ownDatabase?: boolean } = {}): Promise<TestSchema> {
+export async function useTestSchema(
+  options: { ownDatabase?: boolean; migratedTo?: number } = {},
+): Promise<TestSchema> {
   const schema = freshSchemaName();
   let url = databaseUrl();
   let dropDatabase = async (): Promise<void> => {};
@@ -86,7 +90,13 @@ export async function useTestSchema(options: { ownDatabase?: boolean } = {}): Pr
     apps.push(app);
     return app;
   };
-  await makeApp().migrate();
+  const { migratedTo } = options;
+  if (migratedTo === undefined) await makeApp().migrate();
+  else
+    await migrate(
+      makeApp().db,
+      loadMigrations().filter((m) => m.version <= migratedTo),
+    );
   const query = async <R extends pg.QueryResultRow>(sql: string, values: unknown[] = []): Promise<R[]> =>
     (await pool.query<R>(sql.replaceAll('{{schema}}', `"${schema}"`), values)).rows;
   return {
