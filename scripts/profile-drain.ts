@@ -4,7 +4,8 @@
  * PREFETCH, a number or auto, default the worker's; START_PREFETCHED, 1 or 0; PREFETCH_WINDOW_MS with auto;
  * COMPLETION_DELAY_MS, default the worker's; VACUUM_THRESHOLD, a number or off, default the app's; MAINTENANCE=0
  * runs no maintenance leader at all; KEEP=1 leaves the schema behind; PATCH_SQL=<file> applies that SQL after the
- * migrations, for experiments) and prints:
+ * migrations, for experiments; BACKLOG=<n> queues n more tasks behind them, which the drain does not wait for, as
+ * the benchmark's backlog scenario does) and prints:
  * tasks/s; the CPU time per task of the PostgreSQL processes (read from /proc, so only for a server on this Linux
  * machine) and of this process; and, per statement the worker sent, the calls, tasks per call and time per call
  * as the client saw it, beside the server's execution time, WAL records, bytes and full-page images when
@@ -38,6 +39,7 @@ const { createApp, createWorker }: typeof import('../src/index.js') =
   process.env.FROM === 'src' ? await import('../src/index.js') : await import(`../dist/${built}`);
 
 const TASKS = Number(process.env.TASKS ?? 20_000);
+const BACKLOG = Number(process.env.BACKLOG ?? 0);
 const CONCURRENCY = Number(process.env.CONCURRENCY ?? 10);
 const PREFETCH =
   process.env.PREFETCH === undefined
@@ -87,6 +89,7 @@ async function profile(databaseUrl: string): Promise<void> {
     databaseUrl,
     schema: SCHEMA,
     logger: pino({ level: 'warn' }),
+    metrics: process.env.METRICS !== '0',
     recovery:
       vacuumThreshold === undefined
         ? undefined
@@ -98,6 +101,13 @@ async function profile(databaseUrl: string): Promise<void> {
   if (process.env.PATCH_SQL) await app.db.pool.query(readFileSync(process.env.PATCH_SQL, 'utf8'));
   const noop = app.task({ name: 'noop', input: z.object({ i: z.number() }), handler: () => null });
   await noop.sendMany(Array.from({ length: TASKS }, (_, i) => ({ input: { i } })));
+  // A backlog behind the drained tasks, in claim order: the drain stops after the first TASKS, as the benchmark's
+  // backlog scenario does, with the table's statistics taken after the sends.
+  for (let sent = 0; sent < BACKLOG; sent += 10_000) {
+    const n = Math.min(10_000, BACKLOG - sent);
+    await noop.sendMany(Array.from({ length: n }, (_, i) => ({ input: { i: TASKS + sent + i } })));
+  }
+  if (BACKLOG > 0) await app.db.pool.query(`ANALYZE ${SCHEMA}.horsies_tasks`);
   await app.db.pool.query('CHECKPOINT');
   const statements = await app.db.pool
     .query('SELECT pg_stat_statements_reset()')

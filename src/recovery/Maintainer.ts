@@ -9,6 +9,11 @@ import type { Logger } from 'pino';
 /** A maintenance service: one pass of work per call. */
 export interface MaintenanceService<R = unknown> {
   readonly name: string;
+  /**
+   * Default true. False leaves the service out of the pass that `start()` runs (a new leader's first), for work
+   * that can wait one interval: that pass is for recovery, and it comes when the workers start, often on a backlog.
+   */
+  readonly runsOnStart?: boolean;
   runOnce(): Promise<R>;
 }
 
@@ -47,12 +52,16 @@ export class Maintainer extends EventEmitter<MaintainerEvents> {
     if (this.timer) return;
     this.timer = setInterval(() => void this.runOnce(), this.options.checkIntervalMs);
     this.timer.unref();
-    if (this.options.runOnStart ?? true) void this.runOnce();
+    if (this.options.runOnStart ?? true) void this.join(true);
   }
 
   /** One pass of every service, in order. A pass already under way is joined, not doubled. */
   runOnce(): Promise<void> {
-    this.running ??= this.pass().finally(() => {
+    return this.join(false);
+  }
+
+  private join(starting: boolean): Promise<void> {
+    this.running ??= this.pass(starting).finally(() => {
       this.running = null;
     });
     return this.running;
@@ -66,10 +75,11 @@ export class Maintainer extends EventEmitter<MaintainerEvents> {
     await this.running;
   }
 
-  private async pass(): Promise<void> {
+  private async pass(starting: boolean): Promise<void> {
     const epoch = this.epoch;
     for (const service of this.services) {
       if (this.epoch !== epoch) return;
+      if (starting && service.runsOnStart === false) continue;
       try {
         const result = await service.runOnce();
         this.emit('maintenance:ran', service.name, result);

@@ -455,6 +455,33 @@ describe('Maintainer', () => {
     expect(calls.every((name, i) => name === (i % 2 === 0 ? 'a' : 'b'))).toBe(true);
   });
 
+  it('leaves a service that does not run on start out of the first pass only', async () => {
+    const calls: string[] = [];
+    const recover = service('recover', calls);
+    const figures = { ...service('figures', calls), runsOnStart: false };
+    // The interval timer is under the test's control: the start pass runs, the next one only when time moves on.
+    vi.useFakeTimers({ toFake: ['setInterval', 'clearInterval'] });
+    try {
+      const maintainer = new Maintainer([recover, figures], { checkIntervalMs: 1_000 }, testLogger);
+      maintainer.start();
+      await eventually(async () => recover.runs === 1);
+      await maintainer.runOnce();
+      // The start pass ran recover alone; the pass asked for after it ran both.
+      expect(calls).toEqual(['recover', 'recover', 'figures']);
+      vi.advanceTimersByTime(1_000);
+      await eventually(async () => figures.runs === 2);
+      expect(calls).toEqual(['recover', 'recover', 'figures', 'recover', 'figures']);
+      await maintainer.stop();
+      // A leader elected again starts with a recovery pass again, without the figures.
+      maintainer.start();
+      await eventually(async () => recover.runs === 4);
+      await maintainer.stop();
+      expect(figures.runs).toBe(2);
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+
   it('reports a throwing service and still runs the next one', async () => {
     const calls: string[] = [];
     const boom = new Error('service broke');
