@@ -3,9 +3,10 @@
  * TASKS no-op tasks (default 20,000) with one worker (CONCURRENCY, default 10; THROUGHPUT, default or high;
  * PREFETCH, a number or auto, default the worker's; START_PREFETCHED, 1 or 0; PREFETCH_WINDOW_MS with auto;
  * COMPLETION_DELAY_MS, default the worker's; VACUUM_THRESHOLD, a number or off, default the app's; MAINTENANCE=0
- * runs no maintenance leader at all; KEEP=1 leaves the schema behind; PATCH_SQL=<file> applies that SQL after the
- * migrations, for experiments; BACKLOG=<n> queues n more tasks behind them, which the drain does not wait for, as
- * the benchmark's backlog scenario does) and prints:
+ * runs no maintenance leader at all; METRICS=0 creates the app without metrics, so the leader reads no cluster
+ * figures; KEEP=1 leaves the schema behind; PATCH_SQL=<file> applies that SQL after the migrations, for
+ * experiments; BACKLOG=<n> queues n more tasks behind them, which the drain does not wait for, as the benchmark's
+ * backlog scenario does) and prints:
  * tasks/s; the CPU time per task of the PostgreSQL processes (read from /proc, so only for a server on this Linux
  * machine) and of this process; and, per statement the worker sent, the calls, tasks per call and time per call
  * as the client saw it, beside the server's execution time, WAL records, bytes and full-page images when
