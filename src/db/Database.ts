@@ -111,6 +111,11 @@ export class Database {
   private readonly listenConnectionString: string | undefined;
   private readonly rendered = new Map<Statement<never, unknown>, pg.QueryConfig>();
   private readonly schemaTag: string;
+  /**
+   * Part of every prepared statement's name from the first stale plan on (see {@link isStalePlanError}): renamed,
+   * the statements are prepared anew on every connection, the caller's and held transactions' included.
+   */
+  private generation = 0;
   private ended = false;
   /** False when neither a pool nor a connection string was given. */
   readonly configured: boolean = true;
@@ -201,18 +206,22 @@ export class Database {
   }
 
   /**
-   * Runs a statement on the pool, or on `on` (a caller's transaction). On the pool, a statement that a connection
-   * prepared before a migration changed the columns it returns is run again: the pool drops a connection whose
-   * statement failed, so each try is on another one (see {@link isStalePlanError}).
+   * Runs a statement on the pool, or on `on` (a caller's transaction). A statement that a connection prepared
+   * before a migration changed the columns it returns fails there (see {@link isStalePlanError}): every statement
+   * is then renamed, so that each connection prepares it anew, and on the pool this one runs again. On `on` it
+   * fails (the caller's transaction is aborted), and the next one succeeds.
    */
   async run<P, R>(stmt: Statement<P, R>, params: P, on?: Queryable): Promise<R[]> {
-    const query = { ...this.config(stmt), values: stmt.values(params) };
+    const values = stmt.values(params);
     for (let tries = 1; ; tries++) {
       try {
-        const result = await (on ?? this.pool).query(query);
+        const result = await (on ?? this.pool).query({ ...this.config(stmt), values });
         return result.rows as R[];
       } catch (error) {
-        if (!on && isStalePlanError(error) && tries <= this.pool.options.max) continue;
+        if (isStalePlanError(error)) {
+          this.renamePrepared();
+          if (!on && tries <= this.pool.options.max) continue;
+        }
         throw await this.explain(error);
       }
     }
@@ -249,8 +258,6 @@ export class Database {
       return value;
     } catch (error) {
       if (!broken) await client.query('ROLLBACK').catch(() => undefined);
-      // A statement this connection prepared before a migration would fail here again: drop the connection.
-      if (isStalePlanError(error)) broken = error as Error;
       throw error;
     } finally {
       client.off('error', onError);
@@ -265,11 +272,17 @@ export class Database {
     if (this.ownsPool) await this.pool.end();
   }
 
+  private renamePrepared(): void {
+    this.generation += 1;
+    this.rendered.clear();
+  }
+
   private config<P, R>(stmt: Statement<P, R>): pg.QueryConfig {
     let config = this.rendered.get(stmt as Statement<never, unknown>);
     if (!config) {
       const text = renderSql(stmt.sql, this.schema);
-      config = this.prepared ? { name: `horsies_${stmt.name}_${this.schemaTag}`, text } : { text };
+      const suffix = this.generation > 0 ? `_${this.generation}` : '';
+      config = this.prepared ? { name: `horsies_${stmt.name}_${this.schemaTag}${suffix}`, text } : { text };
       this.rendered.set(stmt as Statement<never, unknown>, config);
     }
     return config;
@@ -279,7 +292,7 @@ export class Database {
 /**
  * A named statement the connection prepared before a migration changed what it returns (a column's type or
  * collation; migration 26 changed the collation of the identifier columns): PostgreSQL refuses to run it again on
- * that connection, and would on every later call. A fresh connection prepares it anew.
+ * that connection, and would on every later call. Under another name it is prepared anew.
  */
 export function isStalePlanError(error: unknown): boolean {
   const e = error as { code?: unknown; message?: unknown } | null;

@@ -4,6 +4,7 @@
  * and the work goes on to its end on the migrated schema; the keys the migration rebuilt still refuse what they
  * refused.
  */
+import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { Database, statement } from '../../src/db/Database.js';
@@ -139,7 +140,7 @@ describe('migration 26 (identifiers compared byte by byte)', () => {
     ).toEqual([]);
   });
 
-  it('runs a statement prepared before a migration changed its columns again, on a fresh connection', async () => {
+  it('runs a statement prepared before a migration changed its columns again, under a new name', async () => {
     // A running worker's connections hold statements they prepared before the migration; PostgreSQL refuses those
     // whose columns changed ("cached plan must not change result type"), on that connection, every time.
     const one = new Database({ connectionString: t.url, schema: t.schema, poolSize: 1 });
@@ -154,13 +155,49 @@ describe('migration 26 (identifiers compared byte by byte)', () => {
       const [first] = await one.run(ids, {});
       await recollate('default');
       expect(await one.run(ids, {})).toEqual([first]);
-      // In a transaction the statement fails, and the connection is dropped: the next transaction has a new one.
+      // In a transaction the statement fails; the next transaction, on the same connection, prepares it anew.
       await recollate('C');
       const inTransaction = () => one.transaction((client) => one.run(ids, {}, client));
       await expect(inTransaction()).rejects.toMatchObject({ code: '0A000' });
       expect(await inTransaction()).toEqual([first]);
     } finally {
       await one.end();
+    }
+  });
+
+  it("prepares such a statement anew on the caller's own connection, after failing the transaction it was in", async () => {
+    // A send in the application's transaction (the `tx` option) runs horsies' statements on the application's
+    // connection, which horsies does not own and cannot drop.
+    const db = new Database({ connectionString: t.url, schema: t.schema, poolSize: 1 });
+    const own = new pg.Client({ connectionString: t.url });
+    await own.connect();
+    const ids = statement<Record<string, never>, { id: string }>(
+      'StaleProbeOwn',
+      `SELECT id FROM {{schema}}.horsies_tasks ORDER BY id LIMIT 1`,
+      () => [],
+    );
+    const inTransaction = async () => {
+      await own.query('BEGIN');
+      try {
+        const rows = await db.run(ids, {}, own);
+        await own.query('COMMIT');
+        return rows;
+      } catch (error) {
+        await own.query('ROLLBACK');
+        throw error;
+      }
+    };
+    try {
+      const [first] = await inTransaction();
+      await q(`ALTER TABLE {{schema}}.horsies_tasks ALTER COLUMN id TYPE varchar(36) COLLATE "default"`);
+      await expect(inTransaction()).rejects.toMatchObject({ code: '0A000' });
+      // The same connection, not dropped: the statement goes out under a new name, and again after that.
+      expect(await inTransaction()).toEqual([first]);
+      expect(await inTransaction()).toEqual([first]);
+    } finally {
+      await own.end();
+      await db.end();
+      await q(`ALTER TABLE {{schema}}.horsies_tasks ALTER COLUMN id TYPE varchar(36) COLLATE "C"`);
     }
   });
 });
