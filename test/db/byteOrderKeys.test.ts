@@ -140,17 +140,19 @@ describe('migration 26 (identifiers compared byte by byte)', () => {
     ).toEqual([]);
   });
 
+  // A statement whose result's column changes collation under it, as migration 26 changed them.
+  const ids = statement<Record<string, never>, { id: string }>(
+    'StaleProbe',
+    `SELECT id FROM {{schema}}.horsies_tasks ORDER BY id LIMIT 1`,
+    () => [],
+  );
+  const recollate = (collation: string) =>
+    q(`ALTER TABLE {{schema}}.horsies_tasks ALTER COLUMN id TYPE varchar(36) COLLATE "${collation}"`);
+
   it('runs a statement prepared before a migration changed its columns again, under a new name', async () => {
     // A running worker's connections hold statements they prepared before the migration; PostgreSQL refuses those
     // whose columns changed ("cached plan must not change result type"), on that connection, every time.
     const one = new Database({ connectionString: t.url, schema: t.schema, poolSize: 1 });
-    const ids = statement<Record<string, never>, { id: string }>(
-      'StaleProbe',
-      `SELECT id FROM {{schema}}.horsies_tasks ORDER BY id LIMIT 1`,
-      () => [],
-    );
-    const recollate = (collation: string) =>
-      q(`ALTER TABLE {{schema}}.horsies_tasks ALTER COLUMN id TYPE varchar(36) COLLATE "${collation}"`);
     try {
       const [first] = await one.run(ids, {});
       await recollate('default');
@@ -171,11 +173,6 @@ describe('migration 26 (identifiers compared byte by byte)', () => {
     const db = new Database({ connectionString: t.url, schema: t.schema, poolSize: 1 });
     const own = new pg.Client({ connectionString: t.url });
     await own.connect();
-    const ids = statement<Record<string, never>, { id: string }>(
-      'StaleProbeOwn',
-      `SELECT id FROM {{schema}}.horsies_tasks ORDER BY id LIMIT 1`,
-      () => [],
-    );
     const inTransaction = async () => {
       await own.query('BEGIN');
       try {
@@ -189,7 +186,7 @@ describe('migration 26 (identifiers compared byte by byte)', () => {
     };
     try {
       const [first] = await inTransaction();
-      await q(`ALTER TABLE {{schema}}.horsies_tasks ALTER COLUMN id TYPE varchar(36) COLLATE "default"`);
+      await recollate('default');
       await expect(inTransaction()).rejects.toMatchObject({ code: '0A000' });
       // The same connection, not dropped: the statement goes out under a new name, and again after that.
       expect(await inTransaction()).toEqual([first]);
@@ -197,7 +194,7 @@ describe('migration 26 (identifiers compared byte by byte)', () => {
     } finally {
       await own.end();
       await db.end();
-      await q(`ALTER TABLE {{schema}}.horsies_tasks ALTER COLUMN id TYPE varchar(36) COLLATE "C"`);
+      await recollate('C');
     }
   });
 });

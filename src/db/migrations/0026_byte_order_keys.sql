@@ -21,9 +21,9 @@
 --
 -- Workers that run across the migration hold statements their connections prepared before it; PostgreSQL refuses,
 -- on that connection, every one that returns a column whose collation changed ("cached plan must not change result
--- type"). The pool drops a connection whose statement failed and Database.run runs such a statement again on
--- another, and a transaction that fails so drops its connection (src/db/Database.ts, isStalePlanError): running
--- workers go on without a restart.
+-- type"). Database.run then renames every statement, so that each connection prepares it anew, and runs it again
+-- when it was on the pool; in a transaction, that transaction fails once (src/db/Database.ts, isStalePlanError):
+-- running workers go on without a restart.
 
 ALTER TABLE {{schema}}.horsies_group_limits
   ALTER COLUMN queue_name TYPE varchar(100) COLLATE "C",
