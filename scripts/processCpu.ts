@@ -30,3 +30,24 @@ export function processCpuMs(comm: string): number {
   }
   return ticks * 10; // USER_HZ is 100 on Linux
 }
+
+/**
+ * CPU time (ms) of this process's main thread and of its other threads (V8's compiler and garbage collector
+ * helpers, libuv's pool), read from /proc/self/task. Threads that ended are not counted.
+ */
+export function threadCpuMs(): { main: number; others: number } {
+  const cpu = { main: 0, others: 0 };
+  for (const tid of readdirSync('/proc/self/task')) {
+    try {
+      const stat = readFileSync(`/proc/self/task/${tid}/stat`, 'utf8');
+      // After the command: utime and stime are the 12th and 13th fields.
+      const fields = stat.slice(stat.lastIndexOf(') ') + 2).split(' ');
+      const ms = (Number(fields[11]) + Number(fields[12])) * 10;
+      if (tid === String(process.pid)) cpu.main += ms;
+      else cpu.others += ms;
+    } catch {
+      // the thread ended meanwhile
+    }
+  }
+  return cpu;
+}

@@ -8,9 +8,10 @@
  * experiments; BACKLOG=<n> queues n more tasks behind them, which the drain does not wait for, as the benchmark's
  * backlog scenario does) and prints:
  * tasks/s; the CPU time per task of the PostgreSQL processes (read from /proc, so only for a server on this Linux
- * machine) and of this process; and, per statement the worker sent, the calls, tasks per call and time per call
- * as the client saw it, beside the server's execution time, WAL records, bytes and full-page images when
- * `pg_stat_statements` is loaded.
+ * machine) and of this process (split into its main thread and the others, where V8 compiles optimized code and
+ * helps the garbage collector: a first drain in a fresh process pays for that compilation); and, per statement the
+ * worker sent, the calls, tasks per call and time per call as the client saw it, beside the server's execution
+ * time, WAL records, bytes and full-page images when `pg_stat_statements` is loaded.
  * With CPU_PROFILE=<file>, this process's CPU profile of the drain alone (not the setup's sends) is written there
  * (open it in Chrome's DevTools), and the functions with the most self time are printed. With HEAP_PROFILE=<file>,
  * a sampling profile of what this process allocated during the drain, garbage included, is written there, and the
@@ -30,7 +31,7 @@ import { pino } from 'pino';
 import { z } from 'zod';
 import type { Statement } from '../src/db/Database.js';
 import { runScript, withDatabase } from './database.js';
-import { processCpuMs } from './processCpu.js';
+import { processCpuMs, threadCpuMs } from './processCpu.js';
 import { type ServerProfile, startServerProfile } from './serverProfile.js';
 
 // The package as an application runs it (dist/, built by `npm run build:lib`, which `npm run profile:drain` runs
@@ -174,6 +175,7 @@ async function profile(databaseUrl: string): Promise<void> {
       includeObjectsCollectedByMinorGC: true,
     });
   }
+  const threads0 = threadCpuMs();
   const pg0 = processCpuMs('postgres');
   const cpu0 = process.cpuUsage();
   const started = performance.now();
@@ -185,6 +187,7 @@ async function profile(databaseUrl: string): Promise<void> {
   const pgUs = ((processCpuMs('postgres') - pg0) / TASKS) * 1000;
   await serverProfile?.stop();
   const cpu = process.cpuUsage(cpu0);
+  const threads = threadCpuMs();
   const cpuProfile = session && CPU_PROFILE ? (await session.post('Profiler.stop')).profile : null;
   const heapProfile =
     session && HEAP_PROFILE ? (await session.post('HeapProfiler.stopSampling')).profile : null;
@@ -195,7 +198,9 @@ async function profile(databaseUrl: string): Promise<void> {
     `${TASKS} tasks, concurrency ${CONCURRENCY}, throughput ${THROUGHPUT}, prefetch ${worker.config.prefetchAuto ? 'auto' : worker.config.prefetch}` +
       `${worker.config.startPrefetched ? ' started' : ''}: ${Math.round(TASKS / seconds)} tasks/s; ` +
       `CPU per task: PostgreSQL ${Math.round(pgUs)} µs, this process ${Math.round((cpu.user + cpu.system) / TASKS)} µs ` +
-      `(${Math.round(cpu.system / TASKS)} µs of it in the kernel)`,
+      `(${Math.round(cpu.system / TASKS)} µs of it in the kernel; ` +
+      `main thread ${Math.round(((threads.main - threads0.main) / TASKS) * 1000)} µs, ` +
+      `other threads ${Math.round(((threads.others - threads0.others) / TASKS) * 1000)} µs)`,
   );
   if (TIMELINE_MS) printTimeline(startMs, cpu0.user + cpu0.system + cpu.user + cpu.system);
   console.log('statement            calls  tasks/call  client ms/call');
