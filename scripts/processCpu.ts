@@ -21,8 +21,8 @@ export function processCpuMs(comm: string): number {
   let ticks = 0;
   for (const pid of processIds(comm)) {
     try {
-      // After the command: utime, stime, cutime and cstime are the 12th to the 15th fields.
-      const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+      // utime, stime, cutime and cstime.
+      const fields = statFields(`/proc/${pid}/stat`);
       ticks += [11, 12, 13, 14].reduce((sum, i) => sum + Number(fields[i]), 0);
     } catch {
       // the process ended meanwhile
@@ -39,9 +39,8 @@ export function threadCpuMs(): { main: number; others: number } {
   const cpu = { main: 0, others: 0 };
   for (const tid of readdirSync('/proc/self/task')) {
     try {
-      const stat = readFileSync(`/proc/self/task/${tid}/stat`, 'utf8');
-      // After the command: utime and stime are the 12th and 13th fields.
-      const fields = stat.slice(stat.lastIndexOf(') ') + 2).split(' ');
+      // utime and stime.
+      const fields = statFields(`/proc/self/task/${tid}/stat`);
       const ms = (Number(fields[11]) + Number(fields[12])) * 10;
       if (tid === String(process.pid)) cpu.main += ms;
       else cpu.others += ms;
@@ -50,4 +49,13 @@ export function threadCpuMs(): { main: number; others: number } {
     }
   }
   return cpu;
+}
+
+/**
+ * The fields of a /proc stat file after the command (which may hold spaces and parentheses): utime is the 12th
+ * (index 11), stime the 13th, cutime and cstime the 14th and 15th, in clock ticks.
+ */
+function statFields(path: string): string[] {
+  const stat = readFileSync(path, 'utf8');
+  return stat.slice(stat.lastIndexOf(') ') + 2).split(' ');
 }

@@ -208,19 +208,20 @@ export class Database {
   /**
    * Runs a statement on the pool, or on `on` (a caller's transaction). A statement that a connection prepared
    * before a migration changed the columns it returns fails there (see {@link isStalePlanError}): every statement
-   * is then renamed, so that each connection prepares it anew, and on the pool this one runs again. On `on` it
-   * fails (the caller's transaction is aborted), and the next one succeeds.
+   * is then renamed, so that each connection prepares it anew, and on the pool this one runs again, once (no
+   * connection has prepared the new name). On `on` it fails (the caller's transaction is aborted), and the next one
+   * succeeds.
    */
   async run<P, R>(stmt: Statement<P, R>, params: P, on?: Queryable): Promise<R[]> {
     const values = stmt.values(params);
-    for (let tries = 1; ; tries++) {
+    for (let retried = false; ; retried = true) {
       try {
         const result = await (on ?? this.pool).query({ ...this.config(stmt), values });
         return result.rows as R[];
       } catch (error) {
         if (isStalePlanError(error)) {
           this.renamePrepared();
-          if (!on && tries <= this.pool.options.max) continue;
+          if (!on && !retried) continue;
         }
         throw await this.explain(error);
       }
