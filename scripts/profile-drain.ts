@@ -1,15 +1,16 @@
 /**
  * Where a drain's time goes. `npm run profile:drain` (uses DATABASE_URL, or starts an embedded PostgreSQL) drains
- * TASKS no-op tasks (default 20,000) with one worker (CONCURRENCY, default 10; THROUGHPUT, default or high;
- * PREFETCH, a number or auto, default the worker's; START_PREFETCHED, 1 or 0; PREFETCH_WINDOW_MS with auto;
- * COMPLETION_DELAY_MS, default the worker's; VACUUM_THRESHOLD, a number or off, default the app's; MAINTENANCE=0
- * runs no maintenance leader at all; METRICS=0 creates the app without metrics, so the leader reads no cluster
- * figures; KEEP=1 leaves the schema behind; PATCH_SQL=<file> applies that SQL after the migrations, for
- * experiments; BACKLOG=<n> queues n more tasks behind them, which the drain does not wait for, as the benchmark's
- * backlog scenario does) and prints:
+ * TASKS no-op tasks (default 20,000) with one worker (CONCURRENCY, default 10; THROUGHPUT, default or high, or a
+ * comma-separated list of them taken in turn by the ROUNDS; PREFETCH, a number or auto, default the worker's;
+ * START_PREFETCHED, 1 or 0; PREFETCH_WINDOW_MS with auto; COMPLETION_DELAY_MS, default the worker's;
+ * VACUUM_THRESHOLD, a number or off, default the app's; MAINTENANCE=0 runs no maintenance leader at all; METRICS=0
+ * creates the app without metrics, so the leader reads no cluster figures; KEEP=1 leaves the schema behind;
+ * PATCH_SQL=<file> applies that SQL after the migrations, for experiments; BACKLOG=<n> queues n more tasks behind
+ * them, which the drain does not wait for, as the benchmark's backlog scenario does) and prints:
  * tasks/s; the CPU time per task of the PostgreSQL processes (read from /proc, so only for a server on this Linux
  * machine) and of this process (split into its main thread and the others, where V8 compiles optimized code and
- * helps the garbage collector: a first drain in a fresh process pays for that compilation); and, per statement the
+ * helps the garbage collector: a first drain in a fresh process pays for that compilation); how long after the
+ * last handler run the last outcome was written (the drain's tail); and, per statement the
  * worker sent, the calls, tasks per call and time per call as the client saw it, beside the server's execution
  * time, WAL records, bytes and full-page images when `pg_stat_statements` is loaded.
  * With CPU_PROFILE=<file>, this process's CPU profile of the drain alone (not the setup's sends) is written there
@@ -49,7 +50,10 @@ const PREFETCH =
     : process.env.PREFETCH === 'auto'
       ? 'auto'
       : Number(process.env.PREFETCH);
-const THROUGHPUT = process.env.THROUGHPUT === 'high' ? 'high' : 'default';
+// One per round, taken in turn.
+const THROUGHPUTS = (process.env.THROUGHPUT ?? 'default')
+  .split(',')
+  .map((t) => (t === 'high' ? ('high' as const) : ('default' as const)));
 const START_PREFETCHED =
   process.env.START_PREFETCHED === undefined ? undefined : process.env.START_PREFETCHED === '1';
 const SCHEMA = 'profile_drain';
@@ -85,7 +89,7 @@ function stepNow(): Step {
   return steps[at]!;
 }
 
-async function profile(databaseUrl: string): Promise<void> {
+async function profile(databaseUrl: string, throughput: 'high' | 'default'): Promise<void> {
   const vacuumThreshold = process.env.VACUUM_THRESHOLD;
   const app = createApp({
     databaseUrl,
@@ -101,7 +105,17 @@ async function profile(databaseUrl: string): Promise<void> {
   await app.migrate();
   // An experiment's SQL, applied to the migrated schema (a changed function, say).
   if (process.env.PATCH_SQL) await app.db.pool.query(readFileSync(process.env.PATCH_SQL, 'utf8'));
-  const noop = app.task({ name: 'noop', input: z.object({ i: z.number() }), handler: () => null });
+  // When the last of the drained tasks ran: what follows until its outcome is written is the drain's tail.
+  let runs = 0;
+  let lastRunAt = 0;
+  const noop = app.task({
+    name: 'noop',
+    input: z.object({ i: z.number() }),
+    handler: () => {
+      if (++runs === TASKS) lastRunAt = performance.now();
+      return null;
+    },
+  });
   await noop.sendMany(Array.from({ length: TASKS }, (_, i) => ({ input: { i } })));
   // A backlog behind the drained tasks, in claim order: the drain stops after the first TASKS, as the benchmark's
   // backlog scenario does, with the table's statistics taken after the sends.
@@ -142,7 +156,7 @@ async function profile(databaseUrl: string): Promise<void> {
   const worker = createWorker(app, {
     concurrency: CONCURRENCY,
     prefetch: PREFETCH,
-    throughput: THROUGHPUT,
+    throughput,
     startPrefetched: START_PREFETCHED,
     prefetchWindowMs: process.env.PREFETCH_WINDOW_MS ? Number(process.env.PREFETCH_WINDOW_MS) : undefined,
     completionDelayMs: process.env.COMPLETION_DELAY_MS ? Number(process.env.COMPLETION_DELAY_MS) : undefined,
@@ -183,7 +197,8 @@ async function profile(databaseUrl: string): Promise<void> {
   await worker.start();
   const startMs = performance.now() - started;
   await done;
-  const seconds = (performance.now() - started) / 1000;
+  const ended = performance.now();
+  const seconds = (ended - started) / 1000;
   const pgUs = ((processCpuMs('postgres') - pg0) / TASKS) * 1000;
   await serverProfile?.stop();
   const cpu = process.cpuUsage(cpu0);
@@ -195,12 +210,13 @@ async function profile(databaseUrl: string): Promise<void> {
   await worker.stop();
 
   console.log(
-    `${TASKS} tasks, concurrency ${CONCURRENCY}, throughput ${THROUGHPUT}, prefetch ${worker.config.prefetchAuto ? 'auto' : worker.config.prefetch}` +
+    `${TASKS} tasks, concurrency ${CONCURRENCY}, throughput ${throughput}, prefetch ${worker.config.prefetchAuto ? 'auto' : worker.config.prefetch}` +
       `${worker.config.startPrefetched ? ' started' : ''}: ${Math.round(TASKS / seconds)} tasks/s; ` +
       `CPU per task: PostgreSQL ${Math.round(pgUs)} µs, this process ${Math.round((cpu.user + cpu.system) / TASKS)} µs ` +
       `(${Math.round(cpu.system / TASKS)} µs of it in the kernel; ` +
       `main thread ${Math.round(((threads.main - threads0.main) / TASKS) * 1000)} µs, ` +
-      `other threads ${Math.round(((threads.others - threads0.others) / TASKS) * 1000)} µs)`,
+      `other threads ${Math.round(((threads.others - threads0.others) / TASKS) * 1000)} µs); ` +
+      `last outcome written ${(ended - lastRunAt).toFixed(1)} ms after the last run`,
   );
   if (TIMELINE_MS) printTimeline(startMs, cpu0.user + cpu0.system + cpu.user + cpu.system);
   console.log('statement            calls  tasks/call  client ms/call');
@@ -311,7 +327,7 @@ runScript(() =>
   withDatabase(async (databaseUrl) => {
     for (let round = 0; round < Number(process.env.ROUNDS ?? 1); round++) {
       steps.length = 0;
-      await profile(databaseUrl);
+      await profile(databaseUrl, THROUGHPUTS[round % THROUGHPUTS.length]!);
     }
   }),
 );

@@ -7,13 +7,15 @@ export interface CliOptions {
   peers: string[] | null;
   /** Overrides of the multi-process and realistic-handler sizes. */
   processes: number[] | null;
+  /** Override of the drain scenario's sizes. */
+  drainTasks: number[] | null;
   multiprocessTasks: number | null;
   realisticTasks: number | null;
   help: boolean;
 }
 
 export const USAGE = `usage: npm run bench -- [--quick] [--rounds N] [--only SCENARIOS] [--peers PEERS]
-                       [--processes LIST] [--multiprocess-tasks N] [--realistic-tasks N]
+                       [--processes LIST] [--drain-tasks LIST] [--multiprocess-tasks N] [--realistic-tasks N]
 
   --quick           small sizes and 1 round (a few minutes)
   --rounds N        rounds of every scenario (default: 3, but 1 for backlog; --quick: 1)
@@ -21,6 +23,8 @@ export const USAGE = `usage: npm run bench -- [--quick] [--rounds N] [--only SCE
   --peers LIST      comma-separated subjects or packages, e.g. horsies,graphile-worker,bullmq-redis
                     (a package name selects all its variants)
   --processes LIST  multiprocess: worker processes per case (default 1,2,4)
+  --drain-tasks LIST
+                    drain: tasks per case (default 10000,100000; --quick: 5000)
   --multiprocess-tasks N
                     multiprocess: tasks drained per sample (default 20,000; --quick: 3,000)
   --realistic-tasks N
@@ -36,6 +40,7 @@ export function parseArgs(args: string[]): CliOptions {
     only: null,
     peers: null,
     processes: null,
+    drainTasks: null,
     multiprocessTasks: null,
     realisticTasks: null,
     help: false,
@@ -78,6 +83,9 @@ export function parseArgs(args: string[]): CliOptions {
         break;
       case '--processes':
         options.processes = list(value(), '--processes').map((p) => count(p, '--processes', 32));
+        break;
+      case '--drain-tasks':
+        options.drainTasks = list(value(), '--drain-tasks').map((n) => count(n, '--drain-tasks', 10_000_000));
         break;
       case '--multiprocess-tasks':
         options.multiprocessTasks = count(value(), '--multiprocess-tasks', 10_000_000);

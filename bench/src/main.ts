@@ -261,6 +261,7 @@ async function main(): Promise<number> {
   const scenarios = selectScenarios(options.only);
   const sizes: Sizes = { ...(options.quick ? QUICK : FULL) };
   if (options.processes) sizes.processes = options.processes;
+  if (options.drainTasks) sizes.drain = options.drainTasks;
   if (options.multiprocessTasks) sizes.multiprocessTasks = options.multiprocessTasks;
   if (options.realisticTasks) sizes.realisticTasks = options.realisticTasks;
   const startedAt = new Date();
