@@ -10,6 +10,7 @@ import {
   DatabaseUnavailableError,
   DatabaseUrlError,
 } from '../errors.js';
+import { statementTypes } from './typeParsers.js';
 
 /** Anything that can run a query: a `pg` Pool, PoolClient or Client (for example the caller's transaction). */
 export interface Queryable {
@@ -216,7 +217,7 @@ export class Database {
     const values = stmt.values(params);
     for (let retried = false; ; retried = true) {
       try {
-        const result = await (on ?? this.pool).query({ ...this.config(stmt), values });
+        const result = await (on ?? this.pool).query({ ...this.config(stmt), values, types: statementTypes });
         return result.rows as R[];
       } catch (error) {
         if (isStalePlanError(error)) {
