@@ -14,6 +14,8 @@ const TIMESTAMPTZ_OID = 1184;
 
 type Parser = (value: string) => unknown;
 
+// pg's parser as registered when this module loads: the fallback for texts the fast path leaves (which horsies'
+// tables, whose times are finite, hold only for years before 1000 or after 9999).
 const pgTimestamptz = pg.types.getTypeParser(TIMESTAMPTZ_OID, 'text') as Parser;
 
 const ZERO = 48;
