@@ -86,12 +86,13 @@ function zoneOffsetMs(text: string, at: number): number | null {
   if (sign !== 43 && sign !== 45) return null; // + or -
   const rest = text.length - at - 1;
   if (rest !== 2 && rest !== 5 && rest !== 8) return null;
-  let seconds = digits(text, at + 1, 2) * 3600;
-  if (seconds < 0) return null;
-  for (let part = at + 3; part < text.length; part += 3) {
-    const value = part + 2 < text.length ? digits(text, part + 1, 2) : -1;
-    if (text.charCodeAt(part) !== 58 || value < 0) return null;
-    seconds += part === at + 3 ? value * 60 : value;
+  let seconds = 0;
+  // Hours, then minutes and seconds, each after a colon.
+  for (let i = 0, unit = 3600; i < rest; i += 3, unit /= 60) {
+    if (i > 0 && text.charCodeAt(at + i) !== 58) return null; // :
+    const value = digits(text, at + i + 1, 2);
+    if (value < 0) return null;
+    seconds += value * unit;
   }
   return (sign === 45 ? -seconds : seconds) * 1000;
 }
