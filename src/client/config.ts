@@ -80,9 +80,9 @@ export interface AppConfig<Q extends string = string> {
   /** Connection string. Default: `process.env.DATABASE_URL`. Ignored when `pool` is given. */
   databaseUrl?: string;
   /**
-   * An existing `pg` Pool to use; the app never ends it. The app's own statements read `timestamptz` columns with
-   * a parser of their own, so an application that reads timestamps as strings (`pg.types.setTypeParser(1184, ...)`)
-   * keeps doing so for its queries without changing the app's.
+   * An existing `pg` Pool to use; the app never ends it. The app's own statements read their columns with `pg`'s
+   * default parsers, so an application that changes the global ones (`pg.types.setTypeParser`, to read JSON or
+   * timestamps as strings, say) keeps them for its queries without changing the app's.
    */
   pool?: Pool;
   /** Size of the pool the app creates when `pool` is not given. Default 10. */

@@ -1,22 +1,29 @@
 /**
- * How the library's statements read their result columns: `pg`'s parsers, but for `timestamptz`, read by a parser
- * that takes PostgreSQL's usual output ("2026-11-25 06:13:07.189123+00", DateStyle ISO) apart by position and
- * hands anything else to `pg`'s own. The values are the same Dates; the claim's rows carry two timestamps each, and
- * `pg`'s parser (a regular expression per value, and another for the zone) was the largest single cost of reading
- * them in a drain (docs/benchmarks.md, nineteenth pass).
+ * How the library's statements read their result columns: with `pg`'s default text parsers, whatever the
+ * application has registered globally (`pg.types.setTypeParser`) for its own queries, which the statements would
+ * otherwise follow: JSON read as text would fail every task's input, timestamps read as text every claim. Set per
+ * statement (a query's `types`), so the application's queries keep its parsers.
  *
- * Set per statement (a query's `types`), so a pool the application passes in keeps its own global parsers for its
- * own queries.
+ * One default is replaced: `timestamptz`, read by a parser that takes PostgreSQL's usual output
+ * ("2026-11-25 06:13:07.189123+00", DateStyle ISO) apart by position and hands anything else to `pg`'s. The values
+ * are the same Dates; the claim's rows carry two timestamps each, and `pg`'s parser (a regular expression per value,
+ * and another for the zone) was the largest single cost of reading them in a drain (docs/benchmarks-history.md,
+ * nineteenth pass).
  */
 import pg from 'pg';
+import textParsers from 'pg-types/lib/textParsers.js';
 
 const TIMESTAMPTZ_OID = 1184;
 
 type Parser = (value: string) => unknown;
 
-// pg's parser as registered when this module loads: the fallback for texts the fast path leaves (which horsies'
-// tables, whose times are finite, hold only for years before 1000 or after 9999).
-const pgTimestamptz = pg.types.getTypeParser(TIMESTAMPTZ_OID, 'text') as Parser;
+/** pg-types' text parsers as it registers them by default, kept apart from the global registry. */
+const defaults = new Map<number, Parser>();
+textParsers.init((oid, parser) => defaults.set(oid, parser));
+
+// The fallback for texts the fast path leaves (which horsies' tables, whose times are finite, hold only for years
+// before 1000 or after 9999).
+const pgTimestamptz = defaults.get(TIMESTAMPTZ_OID)!;
 
 const ZERO = 48;
 
@@ -97,10 +104,12 @@ function zoneOffsetMs(text: string, at: number): number | null {
   return (sign === 45 ? -seconds : seconds) * 1000;
 }
 
-/** The parsers of the library's statements (a query's `types`). */
+/** The parsers of the library's statements (a query's `types`); a type pg has no parser for is read as text. */
 export const statementTypes: pg.CustomTypesConfig = {
   getTypeParser: ((oid: number, format?: string) =>
-    oid === TIMESTAMPTZ_OID && format !== 'binary'
-      ? parseTimestamptz
-      : pg.types.getTypeParser(oid, format as 'text')) as pg.CustomTypesConfig['getTypeParser'],
+    format === 'binary'
+      ? pg.types.getTypeParser(oid, 'binary')
+      : oid === TIMESTAMPTZ_OID
+        ? parseTimestamptz
+        : (defaults.get(oid) ?? String)) as pg.CustomTypesConfig['getTypeParser'],
 };

@@ -1,7 +1,7 @@
 /**
  * The library's statements read `timestamptz` with their own parser (src/db/typeParsers.ts): the same values as
- * `pg`'s, for every text PostgreSQL sends, under any session time zone; and the worker keeps reading Dates when the
- * application has changed `pg`'s global parser for its own queries.
+ * `pg`'s, for every text PostgreSQL sends, under any session time zone; and the worker keeps reading Dates and
+ * parsed JSON when the application has changed `pg`'s global parsers for its own queries.
  */
 import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -12,6 +12,8 @@ import { useTestSchema } from '../support/db.js';
 
 const t = await useTestSchema();
 const pgParser = pg.types.getTypeParser(1184, 'text');
+// timestamptz, jsonb and json: what the application below changes, and gets back after each test.
+const globalParsers = [1184, 3802, 114].map((oid) => [oid, pg.types.getTypeParser(oid, 'text')] as const);
 
 /** What each parser makes of `text`: a time in ms, or another value (Infinity, null) as it is. */
 function both(text: string): { ours: unknown; pgs: unknown } {
@@ -115,19 +117,19 @@ describe('parseTimestamptz', () => {
   });
 });
 
-describe('statements read Dates whatever the global parsers', () => {
+describe("statements read with pg's own parsers whatever the global ones", () => {
   afterEach(() => {
-    pg.types.setTypeParser(1184, pgParser);
+    for (const [oid, parser] of globalParsers) pg.types.setTypeParser(oid, parser);
   });
 
-  it('a worker claims and runs tasks when the application reads timestamptz as strings', async () => {
-    // An application that wants timestamps as text for its own queries changes pg's global parser.
-    pg.types.setTypeParser(1184, (value: string) => value);
+  it('a worker claims and runs tasks when the application reads timestamps and JSON as strings', async () => {
+    // An application that wants timestamps and JSON as text for its own queries changes pg's global parsers.
+    for (const oid of [1184, 3802, 114]) pg.types.setTypeParser(oid, (value: string) => value);
     const app = t.app();
     const task = app.task({
       name: 'parsers.strings',
       input: z.object({ i: z.number() }),
-      handler: ({ i }) => i,
+      handler: ({ i }) => ({ twice: i * 2 }),
     });
     const handles = [];
     for (let i = 0; i < 5; i++) handles.push(await task.send({ i }));
@@ -138,15 +140,18 @@ describe('statements read Dates whatever the global parsers', () => {
     await worker.start();
     try {
       const results = await Promise.all(handles.map((h) => h.result({ timeoutMs: 10_000 })));
-      expect(results).toStrictEqual([0, 1, 2, 3, 4].map((value) => ({ ok: true, value })));
+      expect(results).toStrictEqual([0, 1, 2, 3, 4].map((i) => ({ ok: true, value: { twice: i * 2 } })));
       expect(errors).toStrictEqual([]);
-      const stored = await app.getTask(handles[0]!.id, { attempts: true });
+      const stored = await app.getTask(handles[1]!.id, { attempts: true });
       expect(stored?.startedAt).toBeInstanceOf(Date);
+      expect(stored?.input).toStrictEqual({ i: 1 });
     } finally {
       await worker.stop();
     }
     // The application's own queries still read text.
-    const { rows } = await t.pool.query<{ at: unknown }>(`SELECT now() AS at`);
-    expect(typeof rows[0]?.at).toBe('string');
+    const { rows } = await t.pool.query<{ at: unknown; doc: unknown }>(
+      `SELECT now() AS at, '{"a": 1}'::jsonb AS doc`,
+    );
+    expect(rows[0]).toStrictEqual({ at: expect.any(String), doc: '{"a": 1}' });
   });
 });
