@@ -48,7 +48,8 @@ export function horsiesSubject(variant: HorsiesVariant): Subject {
     store: 'postgres',
     settings: variant.settings,
     finished:
-      'task row in status COMPLETED and its COMPLETED row in horsies_task_attempts (both counted in SQL)',
+      'task row in status COMPLETED and its COMPLETED row in horsies_task_attempts (both counted in SQL, after ' +
+      'the clock stopped at the first poll that found no task row unclaimed and unfinished, or claimed)',
     // When horsies has heartbeats and a reaper: set this to null and, in startWorker below, map the recovery
     // settings onto the worker config (claimLeaseMs = leaseMs, the reaper's interval = checkIntervalMs,
     // pollIntervalMs). The scenario, the child process and the tables need no change.
@@ -125,6 +126,14 @@ async function openHorsies(
                   WHERE outcome = 'COMPLETED') AS attempts`,
       );
       return Math.min(rows[0]?.tasks ?? 0, rows[0]?.attempts ?? 0);
+    },
+    async countLeft() {
+      // Every unfinished row is either unclaimed (the claim index) or claimed (the in-flight index); both partial.
+      const { rows } = await admin.query<{ n: number }>(
+        `SELECT (SELECT count(*)::int FROM "${schema}".horsies_tasks WHERE NOT claimed AND finished_at IS NULL)
+              + (SELECT count(*)::int FROM "${schema}".horsies_tasks WHERE claimed) AS n`,
+      );
+      return rows[0]?.n ?? 0;
     },
     close: () => app.close(),
   };

@@ -32,7 +32,9 @@ export function pgBossSubject(): Subject {
       'and burstWhenBatchFull (fetch again at once while batches are full); useListenNotify with queue ' +
       'notify, 2 s poll backstop; other options at their defaults (retries, maintenance every 60 s). ' +
       'A batch occupies all 10 slots until its slowest job ends.',
-    finished: "job row in state 'completed' in its job table",
+    finished:
+      "job row in state 'completed' in its job table (counted after the clock stopped at the first poll that " +
+      "found no job of the queue in a state before 'completed')",
     recoveryNote: null,
     reset: (env) => env.postgres.dropSchema(SCHEMA),
     open: (env, recovery) => openPgBoss(env, recovery),
@@ -98,6 +100,13 @@ async function openPgBoss(env: BenchEnv, recovery?: RecoverySettings): Promise<P
     },
     countQueued: () => count('created'),
     countFinished: () => count('completed'),
+    async countLeft() {
+      const { rows } = await admin.query<{ n: number }>(
+        `SELECT count(*)::int AS n FROM "${SCHEMA}".job WHERE name = $1 AND state < 'completed'`,
+        [QUEUE],
+      );
+      return rows[0]?.n ?? 0;
+    },
     close: () => boss.stop({ graceful: true, timeout: 10_000 }),
   };
 }

@@ -50,6 +50,12 @@ export interface PeerSession {
   countQueued(): Promise<number>;
   /** Tasks finished successfully, as the store says (see {@link Subject.finished}). */
   countFinished(): Promise<number>;
+  /**
+   * Tasks not finished yet (in any state before its last), where the store can say so more cheaply than
+   * {@link countFinished} (through an index of unfinished work, not a count of everything finished). A drain's clock
+   * stops when this reaches 0, and {@link countFinished} then confirms, off the clock, that all of them succeeded.
+   */
+  countLeft?(): Promise<number>;
   /** Closes every pool and connection the session opened. */
   close(): Promise<void>;
 }
