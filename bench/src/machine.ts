@@ -30,7 +30,7 @@ function packageVersion(path: string): string {
 export function machineInfo(postgres: { version: string; source: string }, redis: string): MachineInfo {
   const list = cpus();
   const packages: Record<string, string> = {
-    horsies: `${packageVersion(`${BENCH_DIR}../package.json`)} (this checkout's source)`,
+    horsies: `${packageVersion(`${BENCH_DIR}../package.json`)} (this checkout, built to dist/)`,
   };
   for (const name of ['graphile-worker', 'pg-boss', 'bullmq', 'ioredis', 'pg']) {
     packages[name] = packageVersion(`${BENCH_DIR}node_modules/${name}/package.json`);
