@@ -50,9 +50,7 @@ export function horsiesSubject(variant: HorsiesVariant): Subject {
     finished:
       'task row in status COMPLETED and its COMPLETED row in horsies_task_attempts (both counted in SQL, after ' +
       'the clock stopped at the first poll that found no task row unclaimed and unfinished, or claimed)',
-    // When horsies has heartbeats and a reaper: set this to null and, in startWorker below, map the recovery
-    // settings onto the worker config (claimLeaseMs = leaseMs, the reaper's interval = checkIntervalMs,
-    // pollIntervalMs). The scenario, the child process and the tables need no change.
+    // Measured: openHorsies maps the shared recovery settings onto the app's heartbeats and reaper.
     recoveryNote: null,
     reset: (env) => env.postgres.dropSchema(variant.schema),
     open: (env, recovery) => openHorsies(env, variant, recovery),

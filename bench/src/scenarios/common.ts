@@ -81,12 +81,18 @@ export interface DrainOptions {
   sampleContention?: boolean;
   /** Measures the timed part's cost per task (see cost.ts), keyed with this case key. */
   costKey?: string;
+  /**
+   * The clock stops when the store counts `target` tasks finished, never through {@link PeerSession.countLeft}:
+   * for a store that keeps unfinished tasks behind the drained ones (the backlog scenario), where nothing left
+   * never comes.
+   */
+  countFinished?: boolean;
 }
 
 /**
  * Starts a worker on a pre-queued store and times it until at least `target` tasks are finished in the store.
  * The handler count is watched in process (no load on the store); the store is polled only once the handlers
- * have run `target` times, every 20 ms, until its count reaches the target.
+ * have run `target` times, every 5 ms, until it shows them finished (see {@link waitForDrain}).
  */
 export async function measureDrain(
   session: PeerSession,
@@ -125,6 +131,7 @@ export async function measureDrain(
           started,
           target,
           timeoutMs,
+          options.countFinished ?? false,
         );
         const result: DrainResult = {
           rate: (finished / elapsedMs) * 1000,
@@ -150,7 +157,8 @@ export async function measureDrain(
  * Waits until `runsSoFar()` reaches `target` (checked every 5 ms, no load on the store), then polls the store
  * every 5 ms until it shows `target` tasks finished: through {@link PeerSession.countLeft} where the peer has it
  * (the clock stops when nothing is left, and the finished tasks are counted after the clock), otherwise through
- * {@link PeerSession.countFinished}. Returns the time from `started` to that poll, and the count of finished tasks.
+ * {@link PeerSession.countFinished} (also with `countFinished`). Returns the time from `started` to that poll, and
+ * the count of finished tasks.
  */
 export async function waitForDrain(
   session: PeerSession,
@@ -159,6 +167,7 @@ export async function waitForDrain(
   started: number,
   target: number,
   timeoutMs: number,
+  countFinished = false,
 ): Promise<{ elapsedMs: number; finished: number }> {
   await waitUntil(() => runsSoFar() >= target, {
     timeoutMs,
@@ -171,7 +180,7 @@ export async function waitForDrain(
     what: `${subject.id}: ${target} tasks finished in the store`,
   };
   let finished = 0;
-  if (session.countLeft) {
+  if (session.countLeft && !countFinished) {
     const countLeft = session.countLeft.bind(session);
     await waitUntil(async () => (await countLeft()) === 0, poll);
     const elapsedMs = performance.now() - started;
