@@ -33,7 +33,8 @@ export const backlogScenario: Scenario = {
     `Two drains per sample, each on a fresh store: ${formatCount(ctx.sizes.backlogMeasured)} tasks alone, ` +
     `then the first ${formatCount(ctx.sizes.backlogMeasured)} of ${formatCount(ctx.sizes.backlogTotal)} ` +
     `pre-queued tasks (pre-queued with the batch API in chunks of 10,000, not timed, then ANALYZE and a ` +
-    `checkpoint). Both are timed as in the drain scenario; "backlog / empty" is the second rate over the first.`,
+    `checkpoint). Both are timed as in the drain scenario, the clock stopping when the store counts every ` +
+    `drained task finished; "backlog / empty" is the second rate over the first.`,
   columns: (ctx) => [
     { key: 'empty', label: `${formatCount(ctx.sizes.backlogMeasured)} alone`, better: 'higher' },
     {
