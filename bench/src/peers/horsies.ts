@@ -48,9 +48,9 @@ export function horsiesSubject(variant: HorsiesVariant): Subject {
     store: 'postgres',
     settings: variant.settings,
     finished:
-      'task row in status COMPLETED and its COMPLETED row in horsies_task_attempts (both counted in SQL; but for ' +
-      'the backlog, after the clock stopped at the first poll that found no task row unclaimed and unfinished, ' +
-      'or claimed)',
+      'task row in status COMPLETED and its COMPLETED row in horsies_task_attempts (both counted in SQL; outside ' +
+      'the backlog scenario, after the clock stopped at the first poll that found no task row unclaimed and ' +
+      'unfinished, or claimed)',
     // Measured: openHorsies maps the shared recovery settings onto the app's heartbeats and reaper.
     recoveryNote: null,
     reset: (env) => env.postgres.dropSchema(variant.schema),

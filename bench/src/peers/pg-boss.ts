@@ -33,8 +33,8 @@ export function pgBossSubject(): Subject {
       'notify, 2 s poll backstop; other options at their defaults (retries, maintenance every 60 s). ' +
       'A batch occupies all 10 slots until its slowest job ends.',
     finished:
-      "job row in state 'completed' in its job table (but for the backlog, counted after the clock stopped at " +
-      "the first poll that found no job of the queue in a state before 'completed')",
+      "job row in state 'completed' in its job table (outside the backlog scenario, counted after the clock " +
+      "stopped at the first poll that found no job of the queue in a state before 'completed')",
     recoveryNote: null,
     reset: (env) => env.postgres.dropSchema(SCHEMA),
     open: (env, recovery) => openPgBoss(env, recovery),
