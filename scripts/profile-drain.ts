@@ -17,8 +17,9 @@
  * (open it in Chrome's DevTools), and the functions with the most self time are printed. With HEAP_PROFILE=<file>,
  * a sampling profile of what this process allocated during the drain, garbage included, is written there, and the
  * functions that allocated the most are printed (bytes per task). With TIMELINE=<ms>, the drain in steps of that
- * many milliseconds from the worker's start: tasks finished, this process's CPU, statements sent and tasks they
- * carried. ROUNDS=<n> drains n times in this process, each on a fresh schema and worker: the first pays for
+ * many milliseconds from the worker's start: tasks finished, this process's CPU, the PostgreSQL processes' CPU
+ * (counted by /proc in 10 ms ticks: read it over several steps; with both cores busy the two add up to twice the
+ * step), statements sent and tasks they carried. ROUNDS=<n> drains n times in this process, each on a fresh schema and worker: the first pays for
  * compiling the worker's code, the later ones show it warm. horsies is the built package (dist/), as an
  * application runs it; FROM=src runs the source instead. With SERVER_PROFILE=<file>, Linux `perf` samples the
  * PostgreSQL processes alive at the drain's first finished outcome (the worker's connections are open by then)
@@ -72,6 +73,8 @@ interface Step {
   finished: number;
   /** This process's CPU time (µs) at the step's first event. */
   cpuAt: number;
+  /** The PostgreSQL processes' CPU time (ms) at the step's first event. */
+  serverAt: number;
   /** Per statement: calls sent in the step, tasks they carried. */
   sent: Map<string, { calls: number; rows: number }>;
 }
@@ -84,7 +87,12 @@ function stepNow(): Step {
   const at = Math.floor((performance.now() - timelineStart) / TIMELINE_MS);
   while (steps.length <= at) {
     const cpu = process.cpuUsage();
-    steps.push({ finished: 0, cpuAt: cpu.user + cpu.system, sent: new Map() });
+    steps.push({
+      finished: 0,
+      cpuAt: cpu.user + cpu.system,
+      serverAt: processCpuMs('postgres'),
+      sent: new Map(),
+    });
   }
   return steps[at]!;
 }
@@ -201,7 +209,8 @@ async function profile(databaseUrl: string, throughput: 'high' | 'default'): Pro
   await done;
   const ended = performance.now();
   const seconds = (ended - started) / 1000;
-  const pgUs = ((processCpuMs('postgres') - pg0) / TASKS) * 1000;
+  const pgEnd = processCpuMs('postgres');
+  const pgUs = ((pgEnd - pg0) / TASKS) * 1000;
   await serverProfile?.stop();
   const cpu = process.cpuUsage(cpu0);
   const threads = threadCpuMs();
@@ -220,7 +229,7 @@ async function profile(databaseUrl: string, throughput: 'high' | 'default'): Pro
       `other threads ${Math.round(((threads.others - threads0.others) / TASKS) * 1000)} µs); ` +
       `last outcome written ${(ended - lastRunAt).toFixed(1)} ms after the last run`,
   );
-  if (TIMELINE_MS) printTimeline(startMs, cpu0.user + cpu0.system + cpu.user + cpu.system);
+  if (TIMELINE_MS) printTimeline(startMs, cpu0.user + cpu0.system + cpu.user + cpu.system, pgEnd);
   console.log('statement            calls  tasks/call  client ms/call');
   for (const [name, t] of [...timings].filter(([, t]) => t.calls >= 10)) {
     console.log(
@@ -264,19 +273,24 @@ async function profile(databaseUrl: string, throughput: 'high' | 'default'): Pro
 }
 
 /** The drain step by step: tasks finished, and each statement's calls (tasks carried) in the step. */
-function printTimeline(startMs: number, cpuEnd: number): void {
-  console.log(`timeline: worker.start() returned after ${startMs.toFixed(1)} ms`);
+function printTimeline(startMs: number, cpuEnd: number, serverEnd: number): void {
+  console.log(
+    `timeline: worker.start() returned after ${startMs.toFixed(1)} ms; cpu is this process's, server the ` +
+      "PostgreSQL processes' (in 10 ms ticks)",
+  );
   let total = 0;
   steps.forEach((step, i) => {
     total += step.finished;
     // This process's CPU from the step's first event to the next step's (about the step).
     const cpuMs = ((steps[i + 1]?.cpuAt ?? cpuEnd) - step.cpuAt) / 1000;
+    const serverMs = (steps[i + 1]?.serverAt ?? serverEnd) - step.serverAt;
     const sent = [...step.sent]
       .map(([name, s]) => `${name} ${s.calls}${s.rows ? ` (${s.rows})` : ''}`)
       .join(', ');
     console.log(
       `  ${String(i * TIMELINE_MS).padStart(6)} ms  finished ${String(step.finished).padStart(5)}  ` +
-        `total ${String(total).padStart(6)}  cpu ${cpuMs.toFixed(0).padStart(3)} ms  ${sent}`,
+        `total ${String(total).padStart(6)}  cpu ${cpuMs.toFixed(0).padStart(3)} ms  ` +
+        `server ${serverMs.toFixed(0).padStart(3)} ms  ${sent}`,
     );
   });
 }
