@@ -422,6 +422,30 @@ export class EmbeddedServerMissingError extends HorsiesError {
   }
 }
 
+/**
+ * `startEmbeddedServer()` found a server already running on its data directory: a process that started it still
+ * runs, or one that was killed outright (SIGKILL) left it behind. Nothing in the directory was touched.
+ */
+export class EmbeddedServerBusyError extends HorsiesError {
+  override name = 'EmbeddedServerBusyError';
+  readonly dataDir: string;
+  /** The running server's process id and port. */
+  readonly pid: number;
+  readonly port: number;
+
+  constructor(dataDir: string, pid: number, port: number) {
+    super(
+      'EMBEDDED_SERVER_BUSY',
+      `an embedded PostgreSQL (process ${pid}, port ${port}) already runs on ${dataDir}: the process that started ` +
+        `it still runs, or was killed before it could stop it. Stop that server (\`kill ${pid}\`), or pass ` +
+        `\`reuse: true\` to connect to it`,
+    );
+    this.dataDir = dataDir;
+    this.pid = pid;
+    this.port = port;
+  }
+}
+
 function describeValue(value: unknown): string {
   if (typeof value === 'string') return JSON.stringify(value);
   if (typeof value === 'bigint') return `${value}n`;

@@ -90,6 +90,8 @@ export type { WorkerConfig } from './worker/config.js';
 export {
   BUILTIN_ERROR_CODES,
   ConfigError,
+  EmbeddedServerBusyError,
+  EmbeddedServerMissingError,
   HorsiesError,
   InputValidationError,
   NotSerializableError,

