@@ -19,12 +19,12 @@
  * functions that allocated the most are printed (bytes per task). With TIMELINE=<ms>, the drain in steps of that
  * many milliseconds from the worker's start: tasks finished, this process's CPU, the PostgreSQL processes' CPU
  * (counted by /proc in 10 ms ticks: read it over several steps; with both cores busy the two add up to twice the
- * step), statements sent and tasks they carried. ROUNDS=<n> drains n times in this process, each on a fresh schema and worker: the first pays for
- * compiling the worker's code, the later ones show it warm. horsies is the built package (dist/), as an
- * application runs it; FROM=src runs the source instead. With SERVER_PROFILE=<file>, Linux `perf` samples the
- * PostgreSQL processes alive at the drain's first finished outcome (the worker's connections are open by then)
- * until its end, writes the samples there and prints the share of the server's CPU each part of the executor took
- * (scripts/serverProfile.ts; a server on this machine only).
+ * step), statements sent and tasks they carried. ROUNDS=<n> drains n times in this process, each on a fresh schema
+ * and worker: the first pays for compiling the worker's code, the later ones show it warm. horsies is the built
+ * package (dist/), as an application runs it; FROM=src runs the source instead. With SERVER_PROFILE=<file>, Linux
+ * `perf` samples the PostgreSQL processes alive at the drain's first finished outcome (the worker's connections are
+ * open by then) until its end, writes the samples there and prints the share of the server's CPU each part of the
+ * executor took (scripts/serverProfile.ts; a server on this machine only).
  */
 import { readFileSync, writeFileSync } from 'node:fs';
 import { Session } from 'node:inspector/promises';
