@@ -6,7 +6,7 @@
 import { join } from 'node:path';
 import { pino } from 'pino';
 import { z } from 'zod';
-import { TaskError, createApp, createWorker, startEmbeddedServer } from '../src/index.js';
+import { HorsiesError, TaskError, createApp, createWorker, startEmbeddedServer } from '../src/index.js';
 import type { EmbeddedServer } from '../src/index.js';
 
 const TOTAL = 2_000;
@@ -31,6 +31,8 @@ async function main(): Promise<void> {
     logger: pino({ level: process.env.HORSIES_LOG_LEVEL ?? 'warn' }),
   });
   try {
+    // The first statement is horsies' own, so a database that cannot be reached fails with its one-line reason.
+    await app.migrate();
     await app.db.pool.query(`DROP SCHEMA IF EXISTS ${SCHEMA} CASCADE`);
     await app.migrate();
 
@@ -129,7 +131,8 @@ async function main(): Promise<void> {
 main().then(
   () => process.exit(0),
   (error: unknown) => {
-    console.error(error);
+    // horsies' own faults say what is wrong in one line; anything else comes with its stack.
+    console.error(error instanceof HorsiesError ? `demo: ${error.message}` : error);
     process.exit(1);
   },
 );

@@ -6,7 +6,7 @@ import type { StandardSchemaV1 } from '@standard-schema/spec';
 import { pino } from 'pino';
 import { z } from 'zod';
 import type { Logger } from 'pino';
-import { Database } from '../db/Database.js';
+import { Database, connectionFault } from '../db/Database.js';
 import { HorsiesMetrics } from '../metrics/Metrics.js';
 import { TaskTracer } from '../tracing/TaskTracer.js';
 import { migrate } from '../db/Migrator.js';
@@ -220,9 +220,16 @@ export class App<Q extends string = string> implements HandleHost {
     return this.registry;
   }
 
-  /** Applies pending migrations to the app's schema. Safe to call from many processes at once. */
-  migrate(): Promise<MigrateResult> {
-    return migrate(this.db);
+  /**
+   * Applies pending migrations to the app's schema. Safe to call from many processes at once. A database that
+   * cannot be reached rejects with a `DatabaseUnavailableError` saying where and why, as a worker's start does.
+   */
+  async migrate(): Promise<MigrateResult> {
+    try {
+      return await migrate(this.db);
+    } catch (error) {
+      throw connectionFault(error, this.db.target) ?? error;
+    }
   }
 
   /** A handle for any task id (its result type unknown). */
