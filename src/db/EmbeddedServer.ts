@@ -177,21 +177,21 @@ async function ensureDatabase(port: number, user: string, password: string, data
 
 /** The process and port of a server running on `dataDir` (from its `postmaster.pid`), or null when none runs. */
 function runningServer(dataDir: string): { pid: number; port: number } | null {
-  const pidFile = join(dataDir, 'postmaster.pid');
-  if (!existsSync(pidFile)) return null;
-  // postmaster.pid: pid, data directory, start time, port, ... (one per line).
+  const file = readPidFile(dataDir);
+  if (file === null || !isServerPid(file.pid) || !Number.isInteger(file.port) || file.port < 1) return null;
+  return file;
+}
+
+/** What `dataDir`'s `postmaster.pid` says (NaN for a line it lacks), or null when there is none. */
+function readPidFile(dataDir: string): { pid: number; port: number } | null {
   let lines: string[];
   try {
-    lines = readFileSync(pidFile, 'utf8').split('\n');
+    lines = readFileSync(join(dataDir, 'postmaster.pid'), 'utf8').split('\n');
   } catch {
-    return null; // removed meanwhile: the server stopped
+    return null; // none, or removed meanwhile: the server stopped
   }
-  const pid = Number(lines[0]);
-  const port = Number(lines[3]);
-  if (!Number.isInteger(pid) || pid < 1 || !isServerProcess(pid) || !Number.isInteger(port) || port < 1) {
-    return null;
-  }
-  return { pid, port };
+  // postmaster.pid: pid, data directory, start time, port, ... (one per line).
+  return { pid: Number(lines[0]), port: Number(lines[3]) };
 }
 
 /**
@@ -296,24 +296,22 @@ function dropExitHooks(before: Set<unknown>): void {
 
 // SIGQUIT is PostgreSQL's immediate shutdown: the postmaster and every backend exit at once.
 async function crash(dataDir: string): Promise<void> {
-  const pid = Number(readFileSync(join(dataDir, 'postmaster.pid'), 'utf8').split('\n')[0]);
+  const pid = readPidFile(dataDir)?.pid;
+  if (pid === undefined || !isServerPid(pid)) throw new Error(`no server runs on ${dataDir}`);
   process.kill(pid, 'SIGQUIT');
   while (isAlive(pid)) await new Promise((resolve) => setTimeout(resolve, 20));
 }
 
 // A server killed without a clean shutdown leaves postmaster.pid behind, and the next start refuses to run.
 function removeStalePidFile(dataDir: string): void {
-  const pidFile = join(dataDir, 'postmaster.pid');
-  if (!existsSync(pidFile)) return;
-  const pid = Number(readFileSync(pidFile, 'utf8').split('\n')[0]);
-  if (Number.isInteger(pid) && pid > 0 && isServerProcess(pid)) return;
-  rmSync(pidFile, { force: true });
+  const file = readPidFile(dataDir);
+  if (file !== null && !isServerPid(file.pid)) rmSync(join(dataDir, 'postmaster.pid'), { force: true });
 }
 
-// Alive and, where /proc tells, a PostgreSQL process: after a reboot, the process id in a postmaster.pid that no
-// stop removed may belong to another program.
-function isServerProcess(pid: number): boolean {
-  if (!isAlive(pid)) return false;
+// A live PostgreSQL process, where /proc tells: after a reboot, the process id in a postmaster.pid that no stop
+// removed may belong to another program.
+function isServerPid(pid: number): boolean {
+  if (!Number.isInteger(pid) || pid < 1 || !isAlive(pid)) return false;
   try {
     return readFileSync(`/proc/${pid}/comm`, 'utf8').trim() === 'postgres';
   } catch {
