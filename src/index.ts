@@ -90,6 +90,9 @@ export type { WorkerConfig } from './worker/config.js';
 export {
   BUILTIN_ERROR_CODES,
   ConfigError,
+  DatabaseNotConfiguredError,
+  DatabaseUnavailableError,
+  DatabaseUrlError,
   EmbeddedServerBusyError,
   EmbeddedServerMissingError,
   HorsiesError,
@@ -97,6 +100,7 @@ export {
   NotSerializableError,
   PayloadMismatchError,
   PayloadTooLargeError,
+  SchemaNotMigratedError,
   SendOptionsError,
   TaskError,
   TaskThrottledError,

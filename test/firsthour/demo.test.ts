@@ -1,23 +1,27 @@
 /**
  * The README's first command, `npm run demo`, on a database the test setup gives it: it sends 2,000 tasks, runs
- * them with two workers and exits 0 with every outcome as the demo's tasks decide. Against a database that refuses
- * connections it says so in one line (no stack) and exits 1; and `app.migrate()`, its first statement, rejects with
- * the typed error an application can branch on.
+ * them with two workers and exits 0 with every outcome as the demo's tasks decide, also over a demo schema that
+ * another version of horsies left. Against a database that refuses connections it says so in one line (no stack)
+ * and exits 1.
  */
-import { describe, expect, it } from 'vitest';
-import { createApp } from '../../src/index.js';
-import { DatabaseUnavailableError } from '../../src/errors.js';
+import pg from 'pg';
+import { afterAll, describe, expect, it } from 'vitest';
 import { freePort } from '../../src/db/EmbeddedServer.js';
-import { databaseUrl, testLogger } from '../support/db.js';
+import { databaseUrl } from '../support/db.js';
 import { startProcess } from './support.js';
+
+afterAll(async () => {
+  const admin = new pg.Client(databaseUrl());
+  await admin.connect();
+  await admin.query('DROP SCHEMA IF EXISTS horsies_demo CASCADE');
+  await admin.end();
+});
 
 function demo(url: string): ReturnType<typeof startProcess> {
   return startProcess(
     ['--import', 'tsx', 'examples/demo.ts'],
     { DATABASE_URL: url, HORSIES_LOG_LEVEL: 'warn' },
-    {
-      raw: true,
-    },
+    { raw: true },
   );
 }
 
@@ -34,6 +38,26 @@ describe('npm run demo', () => {
     expect(output).toContain('"code":"LIMIT_EXCEEDED"');
   }, 120_000);
 
+  it('drops a demo schema that another version of horsies left, and runs', async () => {
+    const admin = new pg.Client(databaseUrl());
+    await admin.connect();
+    try {
+      await admin.query('CREATE SCHEMA IF NOT EXISTS horsies_demo');
+      await admin.query(
+        `CREATE TABLE IF NOT EXISTS horsies_demo.horsies_schema_migrations
+           (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`,
+      );
+      await admin.query(
+        `INSERT INTO horsies_demo.horsies_schema_migrations (version, name) VALUES (9999, 'later')`,
+      );
+    } finally {
+      await admin.end();
+    }
+    const run = demo(databaseUrl());
+    expect(await run.exited, run.output()).toBe(0);
+    expect(run.output()).toContain('by status:   {"COMPLETED":1951,"FAILED":49}');
+  }, 120_000);
+
   it('says in one line that the database refuses connections, and exits 1', async () => {
     const port = await freePort();
     const run = demo(`postgres://app:s3cret-pw@127.0.0.1:${port}/app`);
@@ -45,20 +69,4 @@ describe('npm run demo', () => {
     expect(output).not.toMatch(/^\s+at /m);
     expect(output).not.toContain('s3cret-pw');
   }, 60_000);
-});
-
-it('app.migrate() rejects with DatabaseUnavailableError naming where it tried', async () => {
-  const port = await freePort();
-  const app = createApp({ databaseUrl: `postgres://app:pw@127.0.0.1:${port}/app`, logger: testLogger });
-  try {
-    const error = await app.migrate().catch((e: unknown) => e);
-    expect(error).toBeInstanceOf(DatabaseUnavailableError);
-    expect(error).toMatchObject({
-      code: 'DATABASE_UNAVAILABLE',
-      target: `127.0.0.1:${port}/app`,
-      reason: 'ECONNREFUSED',
-    });
-  } finally {
-    await app.close();
-  }
 });

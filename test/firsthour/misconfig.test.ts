@@ -324,6 +324,16 @@ describe('small things', () => {
     expect(run.stdout.trim()).toBe(version);
   });
 
+  it('app.migrate() rejects with DatabaseUnavailableError, saying where it tried', async () => {
+    const { url, port } = await refusedUrl();
+    const app = createApp({ databaseUrl: url, logger: testLogger });
+    const error = await app.migrate().catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(DatabaseUnavailableError);
+    expect(error).toMatchObject({ target: `127.0.0.1:${port}/app`, reason: 'ECONNREFUSED' });
+    expect((error as Error).message).not.toContain('s3cret-pw');
+    await app.close();
+  });
+
   it('DatabaseUnavailableError carries the target and the reason', async () => {
     const { url, port } = await refusedUrl();
     const app = createApp({ databaseUrl: url, logger: testLogger });
