@@ -131,6 +131,11 @@ program
       'default, or high: start tasks ahead of free slots for many short tasks (see the docs)',
     ).choices(['default', 'high']),
   )
+  .option(
+    '--handoff',
+    'while idle, let single sends hand their tasks straight to this worker (default with high)',
+  )
+  .option('--no-handoff', 'never take hand-offs, also with --throughput high')
   .option('--no-maintenance', 'do not campaign to run maintenance (reaper, expiry, retention)')
   .option('--migrate', 'apply pending migrations before starting')
   .option(
@@ -154,6 +159,7 @@ program
         prefetchHold?: number;
         startPrefetched?: boolean;
         throughput?: 'default' | 'high';
+        handoff?: boolean;
         maintenance: boolean;
         migrate?: boolean;
         startupTimeout?: number;
@@ -174,6 +180,7 @@ program
         prefetchHoldMs: options.prefetchHold,
         startPrefetched: options.startPrefetched,
         throughput: options.throughput,
+        handoff: options.handoff,
         maintenance: options.maintenance,
         appModule: pathToFileURL(resolve(modulePath)).href,
         appExport: options.export,

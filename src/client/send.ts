@@ -419,8 +419,10 @@ async function insertUnkeyed(db: Database, tasks: TaskInsert[], tx?: Queryable):
   }
   const only = tasks.length === 1 ? (tasks[0] as TaskInsert) : null;
   if (only !== null && only.enqueueSha === null) {
-    // A generated id and no key: nothing to resolve (the digest is set exactly when an id or key is given).
-    await db.run(TaskInsertOne, { task: only }, tx);
+    // A generated id and no key: nothing to resolve (the digest is set exactly when an id or key is given). Only
+    // a send of its own is handed to an idle worker: in a caller's transaction, the worker's registration would
+    // stay locked until that transaction ends.
+    await db.run(TaskInsertOne, { task: only, handoff: tx === undefined }, tx);
     return [only.id];
   }
   checkRepeatsWithinCall(tasks);

@@ -16,6 +16,8 @@ export const channels = {
   taskDone: (schema: string): string => `${schema}:task_done`,
   taskCancel: (schema: string): string => `${schema}:task_cancel`,
   workflowDone: (schema: string): string => `${schema}:workflow_done`,
+  /** Tasks handed to one idle worker by their sends (payload: the claim's row as JSON); `key` is the worker's. */
+  handoff: (schema: string, key: string): string => `${schema}:handoff_${key}`,
   /** A running task reported progress (payload: its id). */
   taskProgress: (schema: string): string => `${schema}:task_progress`,
 };
@@ -35,6 +37,12 @@ export interface ListenerOptions {
   minBackoffMs?: number;
   /** Largest delay before reconnecting. Default 5,000 ms. */
   maxBackoffMs?: number;
+  /**
+   * A session-level advisory lock (a bigint, as a decimal string) each connection takes before it listens, held
+   * while the connection lives: others tell by it that this listener is alive (a worker's hand-off registration).
+   * A connection that finds it taken (the previous one's backend has not exited yet) counts as a failed attempt.
+   */
+  sessionLock?: string;
 }
 
 /** Keeps one LISTEN connection alive. */
@@ -47,6 +55,7 @@ export class Listener extends EventEmitter<ListenerEvents> {
   private reconnectTimer: NodeJS.Timeout | null = null;
   private readonly minBackoffMs: number;
   private readonly maxBackoffMs: number;
+  private readonly sessionLock: string | null;
 
   constructor(
     private readonly config: pg.ClientConfig,
@@ -55,6 +64,7 @@ export class Listener extends EventEmitter<ListenerEvents> {
     super();
     this.minBackoffMs = options.minBackoffMs ?? 100;
     this.maxBackoffMs = options.maxBackoffMs ?? 5_000;
+    this.sessionLock = options.sessionLock ?? null;
   }
 
   /** True while a connection is up and listening. */
@@ -103,6 +113,14 @@ export class Listener extends EventEmitter<ListenerEvents> {
     client.on('notification', (msg) => this.emit('notification', msg.channel, msg.payload ?? ''));
     try {
       await client.connect();
+      if (this.sessionLock !== null) {
+        const { rows } = await client.query<{ locked: boolean }>(
+          'SELECT pg_try_advisory_lock($1::bigint) AS locked',
+          [this.sessionLock],
+        );
+        if (!rows[0]?.locked)
+          throw new Error(`session lock ${this.sessionLock} is held by another connection`);
+      }
       for (const channel of this.channels) await client.query(`LISTEN ${quoteIdentifier(channel)}`);
     } catch (error) {
       client.removeAllListeners('end');

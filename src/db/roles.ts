@@ -7,7 +7,8 @@
  *             table, schedules, workflows), runs the routines, vacuums the task table (PostgreSQL 17 and later);
  *             creates, alters and drops nothing
  *   producer  sends tasks and starts workflows (INSERT), reads tasks, attempts and workflows; updates no task
- *             (a workflow start steps its own run: it updates workflow rows)
+ *             (a workflow start steps its own run: it updates workflow rows; a single send that hands its task
+ *             to an idle worker takes one of the worker's registered slots in horsies_idle_slots)
  *
  * The roles are groups (NOLOGIN): give them to login roles with `GRANT horsies_worker TO app_worker_1`. Routines
  * run as their caller (none is SECURITY DEFINER), so what a role may do through `horsies_claim_tasks` and the
@@ -86,6 +87,7 @@ REVOKE ALL ON ALL TABLES IN SCHEMA ${s} FROM ${p};
 GRANT SELECT, INSERT ON ${PRODUCER_WRITES.map((t) => `${s}.${t}`).join(', ')} TO ${p};
 GRANT UPDATE ON ${PRODUCER_STEPS.map((t) => `${s}.${t}`).join(', ')} TO ${p};
 GRANT SELECT ON ${PRODUCER_READS.map((t) => `${s}.${t}`).join(', ')} TO ${p};
+GRANT SELECT, UPDATE, DELETE ON ${s}.horsies_idle_slots TO ${p};
 GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA ${s} TO ${p};
 `;
   return { setup, grants };

@@ -165,17 +165,15 @@ function insertJson(t: TaskInsert): string {
 /**
  * Inserts one task that cannot repeat (a generated id, no idempotency key), the commonest send: its values as
  * parameters, without {@link TaskInsertMany}'s JSON and conflict lookup, which cost the client and the server
- * more than the insert itself for a single row.
+ * more than the insert itself for a single row. With `handoff`, a task due now goes straight to an idle worker
+ * that registered a free slot for its queue, claimed and started for it (`horsies_send_one`, migration 27); the
+ * row says which worker (`handed_to`), or null when the task was inserted PENDING.
  */
-export const TaskInsertOne = statement<{ task: TaskInsert }, never>(
+export const TaskInsertOne = statement<{ task: TaskInsert; handoff: boolean }, { handed_to: string | null }>(
   'TaskInsertOne',
-  `INSERT INTO {{schema}}.horsies_tasks
-     (id, task_name, queue_name, priority, kwargs, status, sent_at, enqueued_at, good_until, max_retries,
-      retention_ms, task_options, trace_context, group_key)
-   VALUES ($1, $2, $3, $4, $5::jsonb, 'PENDING', COALESCE($6::timestamptz, now()),
-           COALESCE($7::timestamptz, now() + $8::int * interval '1 millisecond'), $9::timestamptz, $10, $11,
-           $12::jsonb, $13::jsonb, $14)`,
-  ({ task: t }) => [
+  `SELECT {{schema}}.horsies_send_one($1, $2, $3, $4, $5::jsonb, $6::timestamptz, $7::timestamptz, $8::int,
+     $9::timestamptz, $10, $11, $12::jsonb, $13::jsonb, $14, $15) AS handed_to`,
+  ({ task: t, handoff }) => [
     t.id,
     t.taskName,
     t.queueName,
@@ -190,6 +188,7 @@ export const TaskInsertOne = statement<{ task: TaskInsert }, never>(
     t.taskOptions,
     t.traceContext ? JSON.stringify(t.traceContext) : null,
     t.groupKey ?? null,
+    handoff,
   ],
 );
 

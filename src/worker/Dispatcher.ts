@@ -120,6 +120,11 @@ export class Dispatcher {
     return this.held.size - this.finishing;
   }
 
+  /** Ids of the tasks held. */
+  heldIds(): string[] {
+    return [...this.held.keys()];
+  }
+
   /** Held tasks by phase group: `claimed` (claimed or starting) and `running` (running or finishing). */
   counts(): { claimed: number; running: number } {
     let claimed = 0;

@@ -13,6 +13,7 @@ import type { CapGuard } from './CapGuard.js';
 import type { StartedWithClaim } from './Dispatcher.js';
 import type { DoneNotices } from './DoneNotices.js';
 import type { FlowGuard } from './FlowGuard.js';
+import type { Handoff } from './Handoff.js';
 
 /** Settings of a {@link Producer}. */
 export interface ProducerOptions {
@@ -80,6 +81,8 @@ export class Producer {
     private readonly flow: FlowGuard | null = null,
     /** task_done notifications a plain claim carries (only when its commit does not wait for the WAL flush). */
     private readonly notices: DoneNotices | null = null,
+    /** Sends hand tasks to this worker while it is idle (see Handoff): taken back before each claim. */
+    private readonly handoff: Handoff | null = null,
   ) {}
 
   /**
@@ -87,6 +90,7 @@ export class Producer {
    * order (a later queue gets what the earlier ones left), and hands them over.
    */
   async runOnce(): Promise<ClaimedTaskRow[]> {
+    await this.handoff?.take();
     const limit = Math.min(this.hooks.capacity(), this.options.maxClaimBatch);
     const taskNames = this.hooks.claimableTaskNames();
     if (limit <= 0 || taskNames.length === 0) return [];
@@ -108,7 +112,17 @@ export class Producer {
         break;
       }
     }
+    if (claimed.length < limit) await this.offerIdleSlots(taskNames);
     return claimed;
+  }
+
+  // The queue ran dry with slots free: sends may hand their tasks straight to this worker (one queue only, with
+  // nothing that meters its claims or starts).
+  private async offerIdleSlots(taskNames: string[]): Promise<void> {
+    const queue = this.options.queues[0] as string;
+    if (this.handoff === null || this.options.queues.length !== 1 || !this.running) return;
+    if (this.caps.applies(queue) || this.flow?.applies(queue)) return;
+    await this.handoff.register(queue, taskNames, this.hooks.capacity());
   }
 
   // A capped claim that starts nothing itself: under a cap that gates starts (soft mode), and with synchronous
@@ -288,6 +302,8 @@ export class Producer {
     this.woken = true;
     this.wakeUp?.();
     await this.loop;
+    // What sends handed over is RUNNING for this worker already: the stop's drain settles it with the rest.
+    await this.handoff?.take().catch((error: unknown) => this.hooks.onError(error));
   }
 
   private async run(): Promise<void> {

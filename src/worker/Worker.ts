@@ -130,13 +130,14 @@ export class Worker extends EventEmitter<WorkerEvents> {
     }
     if (this.state !== 'starting') return;
     this.state = 'running';
-    const { listener, caps, services } = this.parts;
+    const { listener, caps, handoff, services } = this.parts;
     const schema = this.host.db.schema;
     const capped = this.config.queues.some((q) => caps.applies(q));
     await Promise.all([
       ...this.config.queues.map((q) => listener.listen(channels.taskQueue(schema, q))),
       listener.listen(channels.taskCancel(schema)),
       ...(capped ? [listener.listen(channels.taskDone(schema))] : []),
+      ...(handoff ? [listener.listen(handoff.channel)] : []),
     ]);
     for (const service of services) service.start();
     checkNotifyInBackground(this.host.db, this.logger, () => this.state === 'running');

@@ -11,7 +11,7 @@ import type { TaskDefinition } from '../client/TaskDefinition.js';
 import type { Database } from '../db/Database.js';
 import { Listener, channels } from '../db/Listener.js';
 import type { HeartbeatRole } from '../db/liveness.js';
-import type { FinishHook, TaskFinish, TaskFinishRow } from '../db/tasks.js';
+import type { ClaimedTaskRow, FinishHook, TaskFinish, TaskFinishRow } from '../db/tasks.js';
 import { MaintenanceLeader } from '../recovery/MaintenanceLeader.js';
 import { maintenanceServices, vacuumLoop } from '../recovery/services.js';
 import { CancelWatcher } from './CancelWatcher.js';
@@ -20,10 +20,12 @@ import { Completer } from './Completer.js';
 import type { CompleterResult } from './Completer.js';
 import type { ResolvedWorkerConfig } from './config.js';
 import { Dispatcher } from './Dispatcher.js';
+import type { StartedWithClaim } from './Dispatcher.js';
 import { DoneNotices } from './DoneNotices.js';
 import { PrefetchSizer } from './PrefetchSizer.js';
 import { Executor } from './Executor.js';
 import { FlowGuard } from './FlowGuard.js';
+import { Handoff } from './Handoff.js';
 import { Heartbeater } from './Heartbeater.js';
 import { Producer } from './Producer.js';
 import { StateReporter } from './StateReporter.js';
@@ -116,6 +118,8 @@ export interface WorkerParts {
   completer: Completer;
   heartbeater: Heartbeater;
   listener: Listener;
+  /** Sends hand tasks to this worker while it is idle (`handoff`); null when it does not take them. */
+  handoff: Handoff | null;
   leader: MaintenanceLeader;
   pool: ThreadPool | null;
   /** Started in order once the worker listens; stopped after the drain. */
@@ -181,6 +185,26 @@ export function assemble(
       : sizer
         ? Math.min(cfg.maxClaimPerWorker, cfg.concurrency + sizer.size())
         : cfg.maxClaimPerWorker;
+  const onClaimed = (claimed: ClaimedTaskRow[], started?: StartedWithClaim): void => {
+    sink.emit(
+      'task:claimed',
+      claimed.map((t) => t.id),
+    );
+    dispatcher.add(claimed, started);
+  };
+  const handoff = cfg.handoff
+    ? new Handoff(
+        db,
+        { identity, leaseMs: cfg.claimLeaseMs },
+        {
+          reserveStarts: (queue, max) => dispatcher.reserveStarts(queue, max),
+          cancelReservation: (reserved) => dispatcher.cancelReservation(reserved),
+          onClaimed,
+          known: () => dispatcher.heldIds(),
+          refill: () => producer.wake(),
+        },
+      )
+    : null;
   const producer = new Producer(
     db,
     {
@@ -204,13 +228,7 @@ export function assemble(
         return Math.max(0, Math.min(most - dispatcher.busy, most + unwritten - dispatcher.size));
       },
       idle: () => dispatcher.busy === 0,
-      onClaimed: (claimed, started) => {
-        sink.emit(
-          'task:claimed',
-          claimed.map((t) => t.id),
-        );
-        dispatcher.add(claimed, started);
-      },
+      onClaimed,
       reserveStarts: (queue, max) => dispatcher.reserveStarts(queue, max),
       startsAhead: (queue) => dispatcher.startsAhead(queue),
       cancelReservation: (reserved) => dispatcher.cancelReservation(reserved),
@@ -220,6 +238,7 @@ export function assemble(
     caps,
     flow,
     notices,
+    handoff,
   );
   const transactions = new TransactionalFinish(db, logger, {
     workerId: identity.workerId,
@@ -342,10 +361,11 @@ export function assemble(
     },
   );
   const listener = wakeOnNotifications(
-    new Listener(db.listenConfig),
+    new Listener(db.listenConfig, { sessionLock: handoff?.lockKey }),
     db.schema,
     producer,
     dispatcher,
+    handoff,
     logger,
   );
   const cancels = new CancelWatcher(
@@ -407,6 +427,7 @@ export function assemble(
     completer,
     heartbeater,
     listener,
+    handoff,
     leader,
     pool,
     services: [producer, heartbeater, cancels, reporter, ...(cfg.maintenance ? [leader] : []), transactions],
@@ -414,18 +435,21 @@ export function assemble(
 }
 
 // A notification on a queue channel (or on task_done, heard only when caps are set: room may have opened under
-// a cap) asks for a claim pass; after a reconnect, notifications may have been missed, so claim at once.
+// a cap) asks for a claim pass; after a reconnect, notifications may have been missed, so claim at once. One on
+// the worker's hand-off channel is a task a send handed over.
 function wakeOnNotifications(
   listener: Listener,
   schema: string,
   producer: Producer,
   dispatcher: Dispatcher,
+  handoff: Handoff | null,
   logger: Logger,
 ): Listener {
   const cancelChannel = channels.taskCancel(schema);
   const doneChannel = channels.taskDone(schema);
-  listener.on('notification', (channel) => {
+  listener.on('notification', (channel, payload) => {
     if (channel === cancelChannel) return;
+    if (channel === handoff?.channel) return handoff.received(payload);
     if (channel === doneChannel) {
       dispatcher.capRoomMayHaveOpened();
       producer.capRoomMayHaveOpened();
@@ -434,6 +458,7 @@ function wakeOnNotifications(
   });
   listener.on('reconnect', () => {
     logger.info('LISTEN connection back');
+    handoff?.reconnected();
     producer.capRoomMayHaveOpened();
     producer.wake();
   });

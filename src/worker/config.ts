@@ -49,6 +49,15 @@ export interface WorkerConfig {
    * slots are all held by long runs does not keep what others could run. 0: never. Default 5,000 ms.
    */
   prefetchHoldMs?: number;
+  /**
+   * While idle, register free slots where a single `send()` finds them: the send then inserts its task claimed and
+   * started for this worker and tells it directly, and the task starts without the claim's round trip (about a
+   * third of the time from send to start). Only for a worker of one queue, without a cap, rate limit, group limit
+   * or per-worker task limit on it; only for a task due now, without a group key, sent outside a transaction. A
+   * worker that dies holding handed tasks leaves them as a crash does (the reaper recovers them, a crashed
+   * attempt each). Default false (true with `throughput: 'high'`). See docs/state-machine.md.
+   */
+  handoff?: boolean;
   /** Most tasks claimed in one statement. Default: `concurrency + prefetch` (at most 500 with `throughput: 'high'`). */
   maxClaimBatch?: number;
   /**
@@ -131,6 +140,7 @@ const workerConfigSchema = z.strictObject({
   prefetchWindowMs: z.number().int().min(1).max(60_000).default(20),
   throughput: z.enum(['default', 'high']).default('default'),
   startPrefetched: z.boolean().optional(),
+  handoff: z.boolean().optional(),
   prefetchHoldMs: z.number().int().min(0).default(5_000),
   maxClaimBatch: z.number().int().min(1).max(10_000).optional(),
   maxClaimPerWorker: z.number().int().min(1).max(100_000).optional(),
@@ -224,6 +234,7 @@ export function resolveWorkerConfig(
     prefetchAuto: auto,
     // With nothing prefetched (throughput 'high' with prefetch 0), nothing is started ahead either.
     startPrefetched: parsed.startPrefetched ?? (high && prefetch > 0),
+    handoff: parsed.handoff ?? high,
     // Served in the app's queue order: highest priority first.
     queues: appQueues.filter((q) => (parsed.queues ?? appQueues).includes(q)),
     maxClaimPerWorker: parsed.maxClaimPerWorker ?? parsed.concurrency + prefetch,

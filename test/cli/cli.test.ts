@@ -40,6 +40,7 @@ describe('horsies migrate', () => {
     expect(tables.map((r) => r.table_name)).toEqual([
       'horsies_group_limits',
       'horsies_heartbeats',
+      'horsies_idle_slots',
       'horsies_leaders',
       'horsies_queue_state',
       'horsies_rate_limiters',

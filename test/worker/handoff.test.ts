@@ -1,0 +1,244 @@
+/**
+ * `handoff`: an idle worker registers its free slots, and a single send inserts its task claimed and started for
+ * that worker (every claim field, generation 1, attempt 1, in the send's own transaction) and tells it on its own
+ * channel. What must not be handed over (a send in a caller's transaction, a delayed task, a task with a group key,
+ * a paused queue) is inserted PENDING and claimed as before; a registration whose worker no longer holds its session
+ * lock is dropped by the first send that finds it; a task whose notification was lost still runs, from the
+ * registration's list; a stop takes the registration back.
+ */
+import pg from 'pg';
+import { describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { createWorker } from '../../src/worker/Worker.js';
+import { eventually, useTestSchema } from '../support/db.js';
+
+const t = await useTestSchema();
+
+interface Row {
+  status: string;
+  attempt: number;
+  claim_generation: number;
+  claimed_by_worker_id: string | null;
+  sent_at: Date;
+  claimed_at: Date | null;
+  started_at: Date | null;
+  worker_pid: number | null;
+}
+
+async function row(id: string): Promise<Row> {
+  const [r] = await t.query<Row>(
+    `SELECT status, attempt, claim_generation, claimed_by_worker_id, sent_at, claimed_at, started_at, worker_pid
+     FROM {{schema}}.horsies_tasks WHERE id = $1`,
+    [id],
+  );
+  return r as Row;
+}
+
+async function registrations(workerId?: string) {
+  return t.query<{ worker_id: string; queue_name: string; free: number; handed: string[] }>(
+    `SELECT worker_id, queue_name, free, handed FROM {{schema}}.horsies_idle_slots
+     WHERE $1::text IS NULL OR worker_id = $1 ORDER BY worker_id`,
+    [workerId ?? null],
+  );
+}
+
+/** An app with one queue of its own (so that the file's other workers leave it alone) and a task that records runs. */
+function setup(queue: string) {
+  const app = t.app({ queues: [queue] });
+  const ran: string[] = [];
+  const task = app.task({
+    name: `${queue}.echo`,
+    queue,
+    input: z.object({ n: z.number() }),
+    handler: ({ n }, ctx) => {
+      ran.push(ctx.taskId);
+      return n;
+    },
+  });
+  return { app, task, ran };
+}
+
+async function idleWorker(app: ReturnType<typeof setup>['app'], config: { pollIntervalMs?: number } = {}) {
+  const worker = createWorker(app, { concurrency: 3, handoff: true, maintenance: false, ...config });
+  await worker.start();
+  await eventually(async () => (await registrations(worker.id)).length === 1);
+  return worker;
+}
+
+describe('hand-off of single sends to an idle worker', () => {
+  it('starts the task for the worker in the send itself, with every claim field, and runs it once', async () => {
+    const { app, task, ran } = setup('handoff_a');
+    // No poll within the test: the task can only reach the worker through the send's notification.
+    const worker = await idleWorker(app, { pollIntervalMs: 60_000 });
+    const claimed: string[] = [];
+    worker.on('task:claimed', (ids) => claimed.push(...ids));
+    try {
+      const [registered] = await registrations(worker.id);
+      expect(registered).toMatchObject({ queue_name: 'handoff_a', free: 3, handed: [] });
+      const handle = await task.send({ n: 7 });
+      // Claimed and started in the send's transaction: one now() for all three.
+      const sent = await row(handle.id);
+      expect(sent).toMatchObject({
+        attempt: 1,
+        claim_generation: 1,
+        claimed_by_worker_id: worker.id,
+        worker_pid: process.pid,
+      });
+      expect(sent.claimed_at).toEqual(sent.sent_at);
+      expect(sent.started_at).toEqual(sent.sent_at);
+      expect(await registrations(worker.id)).toMatchObject([{ free: 2, handed: [handle.id] }]);
+      expect(await handle.result({ timeoutMs: 10_000 })).toEqual({ ok: true, value: 7 });
+      expect(ran).toEqual([handle.id]);
+      expect(claimed).toEqual([handle.id]);
+      const attempts = await t.query<{ attempt: number; outcome: string; worker_id: string }>(
+        'SELECT attempt, outcome, worker_id FROM {{schema}}.horsies_task_attempts WHERE task_id = $1',
+        [handle.id],
+      );
+      expect(attempts).toEqual([{ attempt: 1, outcome: 'COMPLETED', worker_id: worker.id }]);
+    } finally {
+      await worker.stop();
+    }
+  });
+
+  it('inserts PENDING what it must not hand over, and the worker claims it as before', async () => {
+    const { app, task, ran } = setup('handoff_b');
+    const worker = await idleWorker(app);
+    try {
+      const client = await t.pool.connect();
+      let inTx: Awaited<ReturnType<typeof task.send>>;
+      try {
+        await client.query('BEGIN');
+        inTx = await task.send({ n: 1 }, { tx: client });
+        // The registration is not held by the open transaction: the worker could take it back meanwhile.
+        expect(await registrations(worker.id)).toMatchObject([{ free: 3, handed: [] }]);
+        await client.query('COMMIT');
+      } finally {
+        client.release();
+      }
+      const delayed = await task.send({ n: 2 }, { delayMs: 100 });
+      const grouped = await task.send({ n: 3 }, { group: 'g' });
+      await app.pauseQueue('handoff_b');
+      const whilePaused = await task.send({ n: 4 });
+      const handles = [inTx, delayed, grouped, whilePaused];
+      for (const h of handles) {
+        const r = await row(h.id);
+        expect(r.claimed_at === null || r.claimed_at > r.sent_at).toBe(true);
+      }
+      await app.resumeQueue('handoff_b');
+      await worker.runMaintenance();
+      const results = await Promise.all(handles.map((h) => h.result({ timeoutMs: 10_000 })));
+      expect(results).toEqual([1, 2, 3, 4].map((n) => ({ ok: true, value: n })));
+      for (const h of handles) {
+        const r = await row(h.id);
+        expect(r.status).toBe('COMPLETED');
+        expect(r.claimed_at?.getTime()).toBeGreaterThan(r.sent_at.getTime());
+      }
+      expect(new Set(ran)).toEqual(new Set(handles.map((h) => h.id)));
+    } finally {
+      await worker.stop();
+    }
+  });
+
+  it('drops a registration whose worker no longer holds its lock, and hands over to one that does', async () => {
+    const { task } = setup('handoff_c');
+    const register = (workerId: string, lockKey: string, channel: string) =>
+      t.query(
+        `INSERT INTO {{schema}}.horsies_idle_slots
+           (queue_name, worker_id, task_names, free, lock_key, channel, token, lease_ms)
+         VALUES ('handoff_c', $1, ARRAY['handoff_c.echo'], 5, $2, $3, 42, 30000)`,
+        [workerId, lockKey, channel],
+      );
+    // Nobody holds this lock: its worker is gone.
+    await register('gone', '123456789', `${t.schema}:handoff_gone`);
+    const toNobody = await task.send({ n: 1 });
+    expect(await row(toNobody.id)).toMatchObject({ status: 'PENDING', claimed_by_worker_id: null });
+    expect(await registrations('gone')).toEqual([]);
+
+    // A session holds this one, and listens on its channel.
+    const alive = new pg.Client({ connectionString: t.url });
+    await alive.connect();
+    try {
+      await alive.query('SELECT pg_advisory_lock(987654321)');
+      const channel = `${t.schema}:handoff_alive`;
+      await alive.query(`LISTEN "${channel}"`);
+      const heard = new Promise<string>((resolve) =>
+        alive.once('notification', (m) => resolve(m.payload ?? '')),
+      );
+      await register('alive', '987654321', channel);
+      const handed = await task.send({ n: 2 });
+      expect(await row(handed.id)).toMatchObject({
+        status: 'RUNNING',
+        attempt: 1,
+        claim_generation: 1,
+        claimed_by_worker_id: 'alive',
+      });
+      expect(JSON.parse(await heard)).toMatchObject({
+        id: handed.id,
+        task_name: 'handoff_c.echo',
+        queue_name: 'handoff_c',
+        kwargs: { n: 2 },
+        claim_generation: 1,
+        attempt: 1,
+        token: 42,
+      });
+      expect(await registrations('alive')).toMatchObject([{ free: 4, handed: [handed.id] }]);
+    } finally {
+      await alive.end();
+    }
+    // The session ended, and its lock with it: the next send drops the registration.
+    const after = await task.send({ n: 3 });
+    expect(await row(after.id)).toMatchObject({ status: 'PENDING' });
+    expect(await registrations('alive')).toEqual([]);
+  });
+
+  it('runs a handed task whose notification never came, from the list its registration keeps', async () => {
+    const { app, task, ran } = setup('handoff_d');
+    const worker = await idleWorker(app, { pollIntervalMs: 100 });
+    try {
+      // A task handed to the worker as the send does, but without its notification (lost with a connection).
+      const id = '00000000-0000-7000-8000-00000000d00d';
+      await t.query(
+        `INSERT INTO {{schema}}.horsies_tasks
+           (id, task_name, queue_name, kwargs, status, claimed, claimed_at, claimed_by_worker_id, claim_generation,
+            claim_expires_at, started_at, attempt)
+         VALUES ($1, 'handoff_d.echo', 'handoff_d', '{"n": 5}', 'RUNNING', true, now(), $2, 1,
+                 now() + interval '1 minute', now(), 1)`,
+        [id, worker.id],
+      );
+      await t.query(
+        `UPDATE {{schema}}.horsies_idle_slots SET free = free - 1, handed = handed || $2::text
+         WHERE worker_id = $1`,
+        [worker.id, id],
+      );
+      // The next claim pass (a poll) takes the registration back and runs the task.
+      await eventually(async () => ran.includes(id));
+      expect(await task.handle(id).result({ timeoutMs: 10_000 })).toEqual({ ok: true, value: 5 });
+      expect(ran.filter((r) => r === id)).toHaveLength(1);
+      // And registers again, with every slot free.
+      await eventually(async () => (await registrations(worker.id))[0]?.free === 3);
+    } finally {
+      await worker.stop();
+    }
+  });
+
+  it('takes the registration back when the worker stops, and a send after that is not handed over', async () => {
+    const { app, task } = setup('handoff_e');
+    const worker = await idleWorker(app);
+    await worker.stop();
+    expect(await registrations(worker.id)).toEqual([]);
+    const later = await task.send({ n: 1 });
+    expect(await row(later.id)).toMatchObject({ status: 'PENDING', claimed_by_worker_id: null });
+  });
+
+  it('registers nothing for a worker that does not take hand-offs', async () => {
+    const { app } = setup('handoff_f');
+    const worker = createWorker(app, { concurrency: 3, maintenance: false });
+    await worker.start();
+    try {
+      await new Promise((r) => setTimeout(r, 300));
+      expect(await registrations(worker.id)).toEqual([]);
+    } finally {
+      await worker.stop();
+    }
+  });
+});
