@@ -115,6 +115,8 @@ export interface FaultReport {
   /** Tasks executed more than once, over all tasks. */
   reExecutionRate: number;
   reExecutedTasks: number;
+  /** Tasks whose send handed them to an idle worker (throughput high: the worker's `handoff`). */
+  handedAtSend: number;
   /** Which kind of fault explained each earlier execution of a re-executed task. */
   explainedBy: Partial<Record<FaultKind, number>>;
   /** Worker processes that ended by themselves (could not reach the server) and were replaced. */
@@ -338,25 +340,33 @@ export async function runFaults(options: FaultOptions): Promise<FaultReport> {
     };
     const batch = 200;
     let scheduleOver = false;
+    let round = 0;
     const feed = async (): Promise<void> => {
       while (!scheduleOver && !over()) {
         const left = await open();
-        if (left >= 0 && left < batch && sent < options.tasks) {
+        round += 1;
+        if (left >= 0 && left < batch && sent < options.tasks && round % 8 === 0) {
+          // Every eighth round, once the queue has drained (for 5 s at most), ten tasks one at a time and apart,
+          // which idle workers taking hand-offs (throughput high) get from the send itself.
+          for (let waited = 0; waited < 5_000 && (await open()) > 0 && !over(); waited += 50) await sleep(50);
+          for (let i = 0; i < 10 && sent < options.tasks && !over(); i += 1) {
+            try {
+              sentIds.add((await runApp!.work.send({ n: sent, ms: Math.floor(random() * 60) })).id);
+              sent += 1;
+            } catch {
+              // as below
+            }
+            await sleep(15);
+          }
+        } else if (left >= 0 && left < batch && sent < options.tasks) {
           const size = Math.min(batch, options.tasks - sent);
           const inputs = Array.from({ length: size }, (_, i) => ({
             input: { n: sent + i, ms: Math.floor(random() * 60) },
           }));
           try {
-            // A few one at a time, which an idle worker taking hand-offs (throughput high) gets from the send
-            // itself; the rest in one call.
-            const singles = inputs.slice(0, 10);
-            for (const item of singles) {
-              sentIds.add((await runApp!.work.send(item.input)).id);
-              sent += 1;
-            }
-            const handles = await runApp!.work.sendMany(inputs.slice(singles.length));
+            const handles = await runApp!.work.sendMany(inputs);
             for (const h of handles) sentIds.add(h.id);
-            sent += size - singles.length;
+            sent += size;
           } catch {
             // the server or pooler may be away; the next round tries again (a send that did commit shows up
             // as a task that no one counted as sent: checked as "not lost" only for the ones acknowledged)
@@ -614,6 +624,7 @@ interface Rows {
     claimed: boolean;
     claimed_by_worker_id: string | null;
     completed_ms: number | null;
+    sent_ms: number;
     workflow_id: string | null;
   }>;
   attempts: Array<{
@@ -647,7 +658,8 @@ async function readRows(side: pg.Pool): Promise<Rows> {
   return {
     tasks: await q(
       `SELECT id, status, attempt, claimed, claimed_by_worker_id, workflow_id,
-              (extract(epoch FROM completed_at) * 1000)::float8 AS completed_ms
+              (extract(epoch FROM completed_at) * 1000)::float8 AS completed_ms,
+              (extract(epoch FROM sent_at) * 1000)::float8 AS sent_ms
        FROM ${SCHEMA}.horsies_tasks`,
     ),
     attempts: await q(
@@ -941,6 +953,10 @@ function buildReport(input: ReportInput): FaultReport {
     workflows: rows.workflows.length,
     executions: rows.executions.length,
     reExecutedTasks: reExecuted,
+    // Handed to an idle worker by its send: its first attempt started in the send's own transaction.
+    handedAtSend: rows.tasks.filter((t) =>
+      attemptsByTask.get(t.id)?.some((a) => a.attempt === 1 && a.started_ms === t.sent_ms),
+    ).length,
     reExecutionRate: rows.tasks.length ? reExecuted / rows.tasks.length : 0,
     explainedBy,
     selfExits: input.selfExits,
@@ -969,6 +985,7 @@ export function formatReport(r: FaultReport): string {
     `  schedule ${Math.round(r.scheduleMs / 1000)} s; drain after the last fault: ${r.drainMs === null ? 'never' : `${r.drainMs} ms`}`,
     `  tasks ${r.tasks} (workflows ${r.workflows}), executions ${r.executions}, re-executed tasks ${r.reExecutedTasks} ` +
       `(rate ${(r.reExecutionRate * 100).toFixed(2)} %)`,
+    `  tasks handed to an idle worker by their send: ${r.handedAtSend}`,
     `  worker processes that exited by themselves and were replaced: ${r.selfExits}`,
     `  detection: kill to write-off of its running task: ${s(r.detection.killToWriteOff)}`,
     `  detection: restart to the next completion: ${s(r.detection.restartToFirstCompletion)}`,
