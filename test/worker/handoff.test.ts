@@ -3,8 +3,8 @@
  * that worker (every claim field, generation 1, attempt 1, in the send's own transaction) and tells it on its own
  * channel. What must not be handed over (a send in a caller's transaction, a delayed task, a task with a group key,
  * a paused queue) is inserted PENDING and claimed as before; a registration whose worker no longer holds its session
- * lock is dropped by the first send that finds it; a task whose notification was lost still runs, from the
- * registration's list; a stop takes the registration back.
+ * lock is dropped by the first send that finds it, and a worker whose LISTEN connection came back registers again; a
+ * task whose notification was lost still runs, from the registration's list; a stop takes the registration back.
  */
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
@@ -216,6 +216,44 @@ describe('hand-off of single sends to an idle worker', () => {
       expect(ran.filter((r) => r === id)).toHaveLength(1);
       // And registers again, with every slot free.
       await eventually(async () => (await registrations(worker.id))[0]?.free === 3);
+    } finally {
+      await worker.stop();
+    }
+  });
+
+  it('registers again once its LISTEN connection is back, holding its lock on the new connection', async () => {
+    const { app, task } = setup('handoff_g');
+    const worker = await idleWorker(app, { pollIntervalMs: 200 });
+    // The backend that holds the worker's lock: its LISTEN connection.
+    const holder = async (): Promise<number | undefined> => {
+      const [registration] = await t.query<{ lock_key: string }>(
+        'SELECT lock_key::text FROM {{schema}}.horsies_idle_slots WHERE worker_id = $1',
+        [worker.id],
+      );
+      if (!registration) return undefined;
+      const [lock] = await t.query<{ pid: number }>(
+        `SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 1 AND granted
+           AND ((classid::bigint << 32) | objid::bigint) = $1::bigint`,
+        [registration.lock_key],
+      );
+      return lock?.pid;
+    };
+    try {
+      const before = await eventually(holder);
+      await t.query('SELECT pg_terminate_backend($1)', [before]);
+      // Meanwhile a send finds the lock free: it drops the registration and inserts PENDING; the task still runs.
+      const inGap = await task.send({ n: 1 });
+      expect(await inGap.result({ timeoutMs: 10_000 })).toEqual({ ok: true, value: 1 });
+      const after = await eventually(async () => {
+        const pid = await holder();
+        return pid !== undefined && pid !== before ? pid : undefined;
+      });
+      expect(after).not.toBe(before);
+      const handed = await task.send({ n: 2 });
+      const r = await row(handed.id);
+      expect(r.claimed_by_worker_id).toBe(worker.id);
+      expect(r.claimed_at).toEqual(r.sent_at);
+      expect(await handed.result({ timeoutMs: 10_000 })).toEqual({ ok: true, value: 2 });
     } finally {
       await worker.stop();
     }
