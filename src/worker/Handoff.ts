@@ -37,7 +37,6 @@ export interface HandoffHooks {
 }
 
 interface Registration {
-  queue: string;
   token: number;
   /** Slots reserved and not yet taken by a hand-off. */
   reserved: number;
@@ -74,11 +73,6 @@ export class Handoff {
     this.channel = channels.handoff(db.schema, this.lockKey);
   }
 
-  /** True while a registration is out (sends may hand tasks over). */
-  get registered(): boolean {
-    return this.registration !== null;
-  }
-
   /**
    * Registers the free slots (up to `free`) the dispatcher can reserve for `queue`, after a claim pass that left it
    * empty. Nothing when a registration is out already. A failed registration stays counted as out: the next take
@@ -90,7 +84,6 @@ export class Handoff {
     if (reserved <= 0) return;
     this.tokens += 1;
     this.registration = {
-      queue,
       token: this.tokens,
       reserved,
       registered: reserved,
