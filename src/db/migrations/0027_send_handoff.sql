@@ -56,14 +56,15 @@ BEGIN
   IF p_handoff AND p_group_key IS NULL AND v_enqueued <= now() AND (p_good_until IS NULL OR p_good_until > now())
      -- A producer role granted before this migration lacks these: its sends keep the old way.
      AND has_table_privilege('{{schema}}.horsies_idle_slots', 'UPDATE')
-     AND has_table_privilege('{{schema}}.horsies_idle_slots', 'DELETE')
-     AND NOT EXISTS (SELECT 1 FROM {{schema}}.horsies_queue_state q WHERE q.queue_name = p_queue AND q.paused) THEN
+     AND has_table_privilege('{{schema}}.horsies_idle_slots', 'DELETE') THEN
     FOR s IN
       SELECT * FROM {{schema}}.horsies_idle_slots i
       WHERE i.queue_name = p_queue AND i.free > 0 AND p_task_name = ANY (i.task_names)
       ORDER BY i.registered_at
       FOR UPDATE SKIP LOCKED
     LOOP
+      -- A paused queue's tasks wait PENDING (read only when a registration is found: most sends find none).
+      EXIT WHEN EXISTS (SELECT 1 FROM {{schema}}.horsies_queue_state q WHERE q.queue_name = p_queue AND q.paused);
       IF pg_try_advisory_xact_lock(s.lock_key) THEN
         -- Its worker no longer holds the lock: it is gone.
         DELETE FROM {{schema}}.horsies_idle_slots i WHERE i.queue_name = s.queue_name AND i.worker_id = s.worker_id;
