@@ -4,7 +4,8 @@
  * channel. What must not be handed over (a send in a caller's transaction, a delayed task, a task with a group key,
  * a paused queue) is inserted PENDING and claimed as before; a registration whose worker no longer holds its session
  * lock is dropped by the first send that finds it, and a worker whose LISTEN connection came back registers again; a
- * task whose notification was lost still runs, from the registration's list; a stop takes the registration back.
+ * task whose notification was lost still runs, from the registration's list; a worker that has handed out half its
+ * slots registers anew; a stop takes the registration back.
  */
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
@@ -134,6 +135,34 @@ describe('hand-off of single sends to an idle worker', () => {
         expect(r.claimed_at?.getTime()).toBeGreaterThan(r.sent_at.getTime());
       }
       expect(new Set(ran)).toEqual(new Set(handles.map((h) => h.id)));
+    } finally {
+      await worker.stop();
+    }
+  });
+
+  it('registers anew once half its slots were handed over, so that the next send is handed over too', async () => {
+    const { app, task } = setup('handoff_h');
+    // No poll within the test: only the refill registers again.
+    const worker = await idleWorker(app, { pollIntervalMs: 60_000 });
+    try {
+      const first = await task.send({ n: 1 });
+      const second = await task.send({ n: 2 });
+      await Promise.all([first, second].map((h) => h.result({ timeoutMs: 10_000 })));
+      // Two of three slots taken: a claim pass took the registration back and registered every free slot again.
+      // (A send while a pass has taken it back and not yet registered again is inserted PENDING: let the passes
+      // the runs' ends asked for settle first.)
+      const renewed = async () => {
+        const [r] = await registrations(worker.id);
+        return r?.free === 3 && r.handed.length === 0;
+      };
+      await eventually(renewed);
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      expect(await renewed()).toBe(true);
+      const third = await task.send({ n: 3 });
+      const r = await row(third.id);
+      expect(r.claimed_by_worker_id).toBe(worker.id);
+      expect(r.claimed_at).toEqual(r.sent_at);
+      expect(await third.result({ timeoutMs: 10_000 })).toEqual({ ok: true, value: 3 });
     } finally {
       await worker.stop();
     }
