@@ -90,11 +90,17 @@ export class Producer {
    * order (a later queue gets what the earlier ones left), and hands them over.
    */
   async runOnce(): Promise<ClaimedTaskRow[]> {
+    // A run that ends while the registration is taken back frees a slot this pass counts: its wake is not another
+    // pass. A notification meanwhile still is.
+    const likely = this.moreLikely;
+    this.moreLikely = false;
     await this.handoff?.take();
     const limit = Math.min(this.hooks.capacity(), this.options.maxClaimBatch);
     const taskNames = this.hooks.claimableTaskNames();
-    if (limit <= 0 || taskNames.length === 0) return [];
-    this.moreLikely = false;
+    if (limit <= 0 || taskNames.length === 0) {
+      this.moreLikely ||= likely;
+      return [];
+    }
     const claimed: ClaimedTaskRow[] = [];
     for (const queue of this.options.queues) {
       if (this.capFull.has(queue)) continue;

@@ -35,9 +35,22 @@ async function row(id: string): Promise<Row> {
   return r as Row;
 }
 
+/** Sends `n` and checks the send handed it to `workerId` (claimed and started in its own transaction), and it ran. */
+async function expectHandedOver(
+  task: ReturnType<typeof setup>['task'],
+  workerId: string,
+  n: number,
+): Promise<void> {
+  const handle = await task.send({ n });
+  const r = await row(handle.id);
+  expect(r.claimed_by_worker_id).toBe(workerId);
+  expect(r.claimed_at).toEqual(r.sent_at);
+  expect(await handle.result({ timeoutMs: 10_000 })).toEqual({ ok: true, value: n });
+}
+
 async function registrations(workerId?: string) {
-  return t.query<{ worker_id: string; queue_name: string; free: number; handed: string[] }>(
-    `SELECT worker_id, queue_name, free, handed FROM {{schema}}.horsies_idle_slots
+  return t.query<{ worker_id: string; queue_name: string; free: number; handed: string[]; token: string }>(
+    `SELECT worker_id, queue_name, free, handed, token::text FROM {{schema}}.horsies_idle_slots
      WHERE $1::text IS NULL OR worker_id = $1 ORDER BY worker_id`,
     [workerId ?? null],
   );
@@ -145,24 +158,16 @@ describe('hand-off of single sends to an idle worker', () => {
     // No poll within the test: only the refill registers again.
     const worker = await idleWorker(app, { pollIntervalMs: 60_000 });
     try {
+      const [initial] = await registrations(worker.id);
       const first = await task.send({ n: 1 });
       const second = await task.send({ n: 2 });
       await Promise.all([first, second].map((h) => h.result({ timeoutMs: 10_000 })));
-      // Two of three slots taken: a claim pass took the registration back and registered every free slot again.
-      // (A send while a pass has taken it back and not yet registered again is inserted PENDING: let the passes
-      // the runs' ends asked for settle first.)
-      const renewed = async () => {
+      // Two of three slots taken: a claim pass took the registration back and registered again.
+      await eventually(async () => {
         const [r] = await registrations(worker.id);
-        return r?.free === 3 && r.handed.length === 0;
-      };
-      await eventually(renewed);
-      await new Promise((resolve) => setTimeout(resolve, 300));
-      expect(await renewed()).toBe(true);
-      const third = await task.send({ n: 3 });
-      const r = await row(third.id);
-      expect(r.claimed_by_worker_id).toBe(worker.id);
-      expect(r.claimed_at).toEqual(r.sent_at);
-      expect(await third.result({ timeoutMs: 10_000 })).toEqual({ ok: true, value: 3 });
+        return r !== undefined && r.token !== initial?.token && r.handed.length === 0 && r.free > 0;
+      });
+      await expectHandedOver(task, worker.id, 3);
     } finally {
       await worker.stop();
     }
@@ -278,11 +283,7 @@ describe('hand-off of single sends to an idle worker', () => {
         return pid !== undefined && pid !== before ? pid : undefined;
       });
       expect(after).not.toBe(before);
-      const handed = await task.send({ n: 2 });
-      const r = await row(handed.id);
-      expect(r.claimed_by_worker_id).toBe(worker.id);
-      expect(r.claimed_at).toEqual(r.sent_at);
-      expect(await handed.result({ timeoutMs: 10_000 })).toEqual({ ok: true, value: 2 });
+      await expectHandedOver(task, worker.id, 2);
     } finally {
       await worker.stop();
     }
