@@ -55,6 +55,18 @@ export interface ProducerHooks {
   onError(error: unknown): void;
 }
 
+/** One queue's claim: what it took, what of it the claim started, and how many tasks it asked for. */
+interface Claim {
+  rows: ClaimedTaskRow[];
+  started: StartedWithClaim | undefined;
+  /** Fewer rows than this: the queue has nothing more to claim right now (or, under a cap, no more room). */
+  asked: number;
+}
+
+function withAsked(rows: ClaimedTaskRow[], asked: number): Claim {
+  return { rows, started: undefined, asked };
+}
+
 /** Claims tasks for one worker. */
 export class Producer {
   private running = false;
@@ -102,14 +114,21 @@ export class Producer {
       return [];
     }
     const claimed: ClaimedTaskRow[] = [];
+    // Every queue gave less than its claim asked for: none has a task to claim now.
+    let dry = true;
     for (const queue of this.options.queues) {
-      if (this.capFull.has(queue)) continue;
+      if (this.capFull.has(queue)) {
+        dry = false;
+        continue;
+      }
       const wanted = limit - claimed.length;
-      const { rows, started } = this.flow?.applies(queue)
+      const claim = this.flow?.applies(queue)
         ? await this.claimLimited(this.flow, queue, taskNames, wanted)
         : this.claimsOnlyUnderCap(queue)
-          ? { rows: await this.claimCapped(queue, taskNames, wanted), started: undefined }
+          ? withAsked(await this.claimCapped(queue, taskNames, wanted), wanted)
           : await this.claimAndStart(queue, taskNames, wanted);
+      const { rows, started } = claim;
+      dry &&= rows.length < claim.asked;
       if (rows.length === 0) continue;
       claimed.push(...rows);
       this.hooks.onClaimed(rows, started);
@@ -118,7 +137,7 @@ export class Producer {
         break;
       }
     }
-    if (claimed.length < limit) await this.offerIdleSlots(taskNames);
+    if (dry) await this.offerIdleSlots(taskNames);
     return claimed;
   }
 
@@ -167,11 +186,7 @@ export class Producer {
 
   // One statement claims and, for the slots free now, starts too (one row update per task); under a cap that does
   // not gate starts (hard mode), at most the room left under the cap, counted under its lock in the same statement.
-  private claimAndStart(
-    queue: string,
-    taskNames: string[],
-    wanted: number,
-  ): Promise<{ rows: ClaimedTaskRow[]; started: StartedWithClaim | undefined }> {
+  private claimAndStart(queue: string, taskNames: string[], wanted: number): Promise<Claim> {
     return this.startingClaim(queue, wanted, async (start, limit) => {
       const notify = this.options.synchronousStarts ? undefined : this.notices?.take();
       const params = {
@@ -202,14 +217,14 @@ export class Producer {
     queue: string,
     wanted: number,
     claim: (start: number, limit: number) => Promise<ClaimAndStartRow[]>,
-  ): Promise<{ rows: ClaimedTaskRow[]; started: StartedWithClaim | undefined }> {
+  ): Promise<Claim> {
     const reserved = this.hooks.reserveStarts(queue, wanted);
     const ahead = this.hooks.startsAhead(queue);
     if (reserved === 0 && ahead) {
       // No slot to start into right now (what the worker holds ahead shrank since the pass began): the next freed
       // slot asks again.
       this.moreLikely = true;
-      return { rows: [], started: undefined };
+      return { rows: [], started: undefined, asked: 0 };
     }
     const limit = ahead ? reserved : wanted;
     let rows: ClaimAndStartRow[];
@@ -224,7 +239,7 @@ export class Producer {
     const running = rows.filter((r) => r.status === 'RUNNING');
     if (running.length === 0) {
       this.hooks.cancelReservation(reserved);
-      return { rows, started: undefined };
+      return { rows, started: undefined, asked: limit };
     }
     const started = running.map((r) => ({
       id: r.id,
@@ -232,7 +247,7 @@ export class Producer {
       attempt: r.attempt,
       started_at: r.started_at,
     }));
-    return { rows, started: { tasks: running, rows: started, reserved } };
+    return { rows, started: { tasks: running, rows: started, reserved }, asked: limit };
   }
 
   private claimParams(queue: string, taskNames: string[]) {
@@ -246,7 +261,7 @@ export class Producer {
     queue: string,
     taskNames: string[],
     wanted: number,
-  ): Promise<{ rows: ClaimedTaskRow[]; started: StartedWithClaim | undefined }> {
+  ): Promise<Claim> {
     const params = this.claimParams(queue, taskNames);
     if (this.caps.applies(queue)) {
       const signs = this.roomSigns;
@@ -254,7 +269,7 @@ export class Producer {
         flow.claim({ ...params, limit }, 0, on),
       );
       this.noteRoom(queue, room, rows.length, signs);
-      return { rows, started: undefined };
+      return withAsked(rows, wanted);
     }
     return this.startingClaim(queue, wanted, (start) => flow.claim({ ...params, limit: wanted }, start));
   }
