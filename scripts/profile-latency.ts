@@ -9,8 +9,10 @@
  *    `task_new` notification reached a second listening connection in this process, and when the handler started,
  *    each from just before the `send()` call; and the worker's own hop, from the notification to the handler.
  *
- * It prints p50, p90 and p99 of each, the sends slower than OUTLIER_MS (default 9) with when they happened, and,
- * when `pg_stat_statements` is loaded, the server's execution time per call of each statement of phase 2.
+ * It prints p50, p90 and p99 of each, the start apart for the sends that handed their task to the worker (`handoff`)
+ * and those it claimed, the sends slower than OUTLIER_MS (default 9) with when they happened, and, when
+ * `pg_stat_statements` is loaded, the server's execution time per call of each statement of phase 2 (with
+ * `pg_stat_statements.track = all`, also of the statements inside horsies' functions).
  * horsies is the built package (dist/), as an application runs it; FROM=src runs the source instead.
  */
 import { pino } from 'pino';
@@ -94,15 +96,17 @@ async function profile(databaseUrl: string): Promise<void> {
   const ran: number[] = [];
   const hop: number[] = [];
   const outliers: string[] = [];
+  const ids: string[] = [];
   const t0 = performance.now();
   for (let i = 0; i < WARMUP + SENDS; i++) {
     const start = new Promise<number>((resolve) => (started = resolve));
     const note = new Promise<number>((resolve) => (notified = resolve));
     const at = performance.now();
-    await noop.send({ i });
+    const handle = await noop.send({ i });
     const returned = performance.now();
     const [startedAt, notedAt] = await Promise.all([start, note]);
     if (i >= WARMUP) {
+      ids.push(handle.id);
       sent.push(returned - at);
       heard.push(notedAt - at);
       ran.push(startedAt - at);
@@ -110,7 +114,7 @@ async function profile(databaseUrl: string): Promise<void> {
       if (startedAt - at > OUTLIER_MS) {
         outliers.push(
           `  send ${i} at ${((at - t0) / 1000).toFixed(1)} s: returned ${(returned - at).toFixed(1)} ms, ` +
-            `notified ${(notedAt - at).toFixed(1)}, started ${(startedAt - at).toFixed(1)}`,
+            `notified ${(notedAt - at).toFixed(1)}, started ${(startedAt - at).toFixed(1)} (${handle.id})`,
         );
       }
     }
@@ -129,14 +133,23 @@ async function profile(databaseUrl: string): Promise<void> {
   console.log(line('  task_new heard by a second connection', heard));
   console.log(line('  handler started', ran));
   console.log(line("  the worker's hop: notification to handler", hop));
+  // A send that handed its task over wrote it claimed at its own sent_at (see horsies_send_one).
+  const { rows: handedRows } = await app.db.pool.query<{ id: string; handed: boolean }>(
+    `SELECT id, claimed_at = sent_at AS handed FROM ${SCHEMA}.horsies_tasks WHERE id = ANY ($1)`,
+    [ids],
+  );
+  const handed = new Set(handedRows.filter((r) => r.handed).map((r) => r.id));
+  const split = (yes: boolean) => ran.filter((_, k) => handed.has(ids[k] as string) === yes);
+  console.log(line(`  handler started, handed over (${handed.size})`, split(true)));
+  console.log(line(`  handler started, claimed (${ids.length - handed.size})`, split(false)));
   console.log(`starts slower than ${OUTLIER_MS} ms: ${outliers.length}`);
   for (const o of outliers) console.log(o);
   if (statements) {
     const { rows } = await app.db.pool.query<{ calls: string; ms: string; query: string }>(
       `SELECT calls, round((total_exec_time / calls)::numeric, 3) AS ms,
               left(regexp_replace(query, '\\s+', ' ', 'g'), 70) AS query
-       FROM pg_stat_statements WHERE calls >= 10 AND toplevel AND query ILIKE '%${SCHEMA}%'
-       ORDER BY total_exec_time DESC LIMIT 6`,
+       FROM pg_stat_statements WHERE calls >= 10 AND (toplevel OR current_setting('pg_stat_statements.track') = 'all') AND query ILIKE '%${SCHEMA}%'
+       ORDER BY total_exec_time DESC LIMIT 20`,
     );
     console.log('\nserver (pg_stat_statements), worker running: calls, execution ms/call, statement');
     for (const r of rows) console.log(`  ${r.calls}  ${r.ms}  ${r.query}`);

@@ -92,14 +92,14 @@ describe('a claim pass registers idle slots for hand-offs', () => {
       // Two of four slots reserved: the claim takes its two, three tasks stay PENDING. (The pass decides on the
       // registration right after it hands the claimed tasks over, before the next timer.)
       producer.start();
-      await eventually(() => claimed.length === 2);
+      await eventually(async () => claimed.length === 2);
       await new Promise((resolve) => setTimeout(resolve, 0));
       expect(offered).toEqual([]);
 
       // Nothing reserved: no claim at all, and the queue still holds three.
       reservable = 0;
       producer.wake();
-      await eventually(() => reserveCalls === 2);
+      await eventually(async () => reserveCalls === 2);
       await new Promise((resolve) => setTimeout(resolve, 0));
       expect(claimed).toHaveLength(2);
       expect(offered).toEqual([]);
