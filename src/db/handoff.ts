@@ -1,15 +1,16 @@
 /**
  * The statements of an idle worker's hand-off registration (`horsies_idle_slots`, migration 27): the single send
  * (`TaskInsertOne`) hands a task due now to a worker registered here, claimed and started for it in the insert's
- * transaction, and tells the worker on its own channel. The worker registers the free slots it reserved for one
- * queue, and takes the registration back, with the ids handed to it, before it claims again.
+ * transaction, and tells the worker on its own channel. The worker registers the free slots it reserved for its
+ * queues, and takes the registration back, with the ids handed to it, before it claims again.
  */
 import { statement } from './Database.js';
 import type { ClaimAndStartRow, WorkerIdentity } from './tasks.js';
 
 /** Parameters of {@link IdleRegister}. */
 export interface IdleRegisterParams {
-  queue: string;
+  /** The queues whose sends may be handed over (at least one): the free slots are one count for all of them. */
+  queues: string[];
   taskNames: string[];
   free: number;
   /** The session-level advisory lock the worker holds on its LISTEN connection while it lives. */
@@ -21,18 +22,22 @@ export interface IdleRegisterParams {
   worker: WorkerIdentity;
 }
 
-/** Registers (or replaces) the worker's free slots for one queue; what was handed to it and not taken stays listed. */
+/**
+ * Registers (or replaces) the worker's free slots for its queues (the row is keyed by the first); what was handed
+ * to it and not taken stays listed.
+ */
 export const IdleRegister = statement<IdleRegisterParams, never>(
   'IdleRegister',
   `INSERT INTO {{schema}}.horsies_idle_slots AS i
-     (queue_name, worker_id, task_names, free, lock_key, channel, token, lease_ms, worker_hostname, worker_pid,
-      worker_process_name)
-   VALUES ($1, $2, $3::text[], $4, $5::bigint, $6, $7, $8, $9, $10, $11)
+     (queue_name, queue_names, worker_id, task_names, free, lock_key, channel, token, lease_ms, worker_hostname,
+      worker_pid, worker_process_name)
+   VALUES (($1::text[])[1], $1::text[], $2, $3::text[], $4, $5::bigint, $6, $7, $8, $9, $10, $11)
    ON CONFLICT (queue_name, worker_id) DO UPDATE
-   SET task_names = EXCLUDED.task_names, free = EXCLUDED.free, lock_key = EXCLUDED.lock_key,
-       channel = EXCLUDED.channel, token = EXCLUDED.token, lease_ms = EXCLUDED.lease_ms, registered_at = now()`,
+   SET queue_names = EXCLUDED.queue_names, task_names = EXCLUDED.task_names, free = EXCLUDED.free,
+       lock_key = EXCLUDED.lock_key, channel = EXCLUDED.channel, token = EXCLUDED.token, lease_ms = EXCLUDED.lease_ms,
+       registered_at = now()`,
   (p) => [
-    p.queue,
+    p.queues,
     p.worker.workerId,
     p.taskNames,
     p.free,

@@ -1,6 +1,7 @@
 /**
- * Single sends handed to this worker while it is idle (`handoff`, migration 27). After a claim pass that left its
- * queue empty, the worker reserves its free slots in the dispatcher and registers them; a send that finds the
+ * Single sends handed to this worker while it is idle (`handoff`, migrations 27 and 28). After a claim pass that left
+ * its queues empty, the worker reserves its free slots in the dispatcher and registers them, one count for every
+ * queue of the worker that nothing meters (no cap, rate limit or group limit); a send that finds the
  * registration inserts its task claimed and started for this worker and notifies it on its own channel with the
  * row a claim would have returned, which the dispatcher launches at once. Before its next claim (and when it stops)
  * the worker takes the registration back, with the ids of every task handed to it: those whose notification it has
@@ -74,13 +75,14 @@ export class Handoff {
   }
 
   /**
-   * Registers the free slots (up to `free`) the dispatcher can reserve for `queue`, after a claim pass that left it
-   * empty. Nothing when a registration is out already. A failed registration stays counted as out: the next take
+   * Registers the free slots (up to `free`) the dispatcher can reserve for `queues`, after a claim pass that left
+   * every queue of the worker empty. Nothing when a registration is out already. A failed registration stays counted as out: the next take
    * removes whatever the statement left, and gives the slots back.
    */
-  async register(queue: string, taskNames: string[], free: number): Promise<void> {
-    if (this.registration !== null || free <= 0 || this.searchAll) return;
-    const reserved = this.hooks.reserveStarts(queue, free);
+  async register(queues: string[], taskNames: string[], free: number): Promise<void> {
+    const [first] = queues;
+    if (this.registration !== null || free <= 0 || this.searchAll || first === undefined) return;
+    const reserved = this.hooks.reserveStarts(first, free);
     if (reserved <= 0) return;
     this.tokens += 1;
     this.registration = {
@@ -91,7 +93,7 @@ export class Handoff {
       received: new Set(),
     };
     await this.db.run(IdleRegister, {
-      queue,
+      queues,
       taskNames,
       free: reserved,
       lockKey: this.lockKey,

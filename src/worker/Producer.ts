@@ -141,13 +141,12 @@ export class Producer {
     return claimed;
   }
 
-  // The queue ran dry with slots free: sends may hand their tasks straight to this worker (one queue only, with
-  // nothing that meters its claims or starts).
+  // Every queue ran dry with slots free: sends to the queues that nothing meters (a cap counts its claims and
+  // starts, a rate limit or a group limit times them) may hand their tasks straight to this worker.
   private async offerIdleSlots(taskNames: string[]): Promise<void> {
-    const queue = this.options.queues[0] as string;
-    if (this.handoff === null || this.options.queues.length !== 1 || !this.running) return;
-    if (this.caps.applies(queue) || this.flow?.applies(queue)) return;
-    await this.handoff.register(queue, taskNames, this.hooks.capacity());
+    if (this.handoff === null || !this.running) return;
+    const queues = this.options.queues.filter((q) => !this.caps.applies(q) && !this.flow?.applies(q));
+    if (queues.length > 0) await this.handoff.register(queues, taskNames, this.hooks.capacity());
   }
 
   // A capped claim that starts nothing itself: under a cap that gates starts (soft mode), and with synchronous

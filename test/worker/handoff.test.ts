@@ -36,11 +36,7 @@ async function row(id: string): Promise<Row> {
 }
 
 /** Sends `n` and checks the send handed it to `workerId` (claimed and started in its own transaction), and it ran. */
-async function expectHandedOver(
-  task: ReturnType<typeof setup>['task'],
-  workerId: string,
-  n: number,
-): Promise<void> {
+async function expectHandedOver(task: Task, workerId: string, n: number): Promise<void> {
   const handle = await task.send({ n });
   const r = await row(handle.id);
   expect(r.claimed_by_worker_id).toBe(workerId);
@@ -55,6 +51,8 @@ async function registrations(workerId?: string) {
     [workerId ?? null],
   );
 }
+
+type Task = ReturnType<typeof setup>['task'];
 
 /** An app with one queue of its own (so that the file's other workers leave it alone) and a task that records runs. */
 function setup(queue: string) {
@@ -173,14 +171,75 @@ describe('hand-off of single sends to an idle worker', () => {
     }
   });
 
+  it('serves a worker of several queues: one count of slots for the queues no cap meters', async () => {
+    const queues = ['handoff_m1', 'handoff_m2', 'handoff_m3'];
+    const app = t.app({ queues: [{ name: 'handoff_m1', maxConcurrency: 5 }, 'handoff_m2', 'handoff_m3'] });
+    // The runs wait for the test: a run that ends sends task_done, which a worker with a capped queue answers with
+    // a claim pass (room may have opened), and that pass registers anew.
+    let release = (): void => {};
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    const [capped, second, third] = queues.map((queue) =>
+      app.task({
+        name: `${queue}.echo`,
+        queue,
+        input: z.object({ n: z.number() }),
+        handler: async ({ n }) => {
+          await gate;
+          return n;
+        },
+      }),
+    ) as [Task, Task, Task];
+    // Five slots: two sends leave more than half of them, so no refill registers anew meanwhile.
+    const worker = createWorker(app, {
+      concurrency: 5,
+      handoff: true,
+      maintenance: false,
+      pollIntervalMs: 60_000,
+    });
+    await worker.start();
+    try {
+      await eventually(async () => (await registrations(worker.id)).length === 1);
+      const [registered] = await t.query<{ queue_names: string[]; free: number }>(
+        'SELECT queue_names, free FROM {{schema}}.horsies_idle_slots WHERE worker_id = $1',
+        [worker.id],
+      );
+      expect(registered).toEqual({ queue_names: ['handoff_m2', 'handoff_m3'], free: 5 });
+      // One count of slots for both queues.
+      const handed = [await third.send({ n: 1 }), await second.send({ n: 2 })];
+      for (const h of handed) {
+        const r = await row(h.id);
+        expect(r).toMatchObject({ status: 'RUNNING', claimed_by_worker_id: worker.id });
+        expect(r.claimed_at).toEqual(r.sent_at);
+      }
+      expect(await registrations(worker.id)).toMatchObject([{ free: 3, handed: handed.map((h) => h.id) }]);
+      // A capped queue's task is claimed under its cap, as before.
+      const underCap = await capped.send({ n: 3 });
+      expect(await row(underCap.id)).toMatchObject({ claimed_by_worker_id: null });
+      release();
+      const results = await Promise.all([...handed, underCap].map((h) => h.result({ timeoutMs: 10_000 })));
+      expect(results).toEqual([1, 2, 3].map((n) => ({ ok: true, value: n })));
+      const r = await row(underCap.id);
+      expect(r.claimed_at?.getTime()).toBeGreaterThan(r.sent_at.getTime());
+    } finally {
+      release();
+      await worker.stop();
+    }
+  });
+
   it('drops a registration whose worker no longer holds its lock, and hands over to one that does', async () => {
     const { task } = setup('handoff_c');
-    const register = (workerId: string, lockKey: string, channel: string) =>
+    // queueNames null: a registration written by a worker from before migration 28.
+    const register = (
+      workerId: string,
+      lockKey: string,
+      channel: string,
+      queueNames: string[] | null = ['handoff_c'],
+    ) =>
       t.query(
         `INSERT INTO {{schema}}.horsies_idle_slots
-           (queue_name, worker_id, task_names, free, lock_key, channel, token, lease_ms)
-         VALUES ('handoff_c', $1, ARRAY['handoff_c.echo'], 5, $2, $3, 42, 30000)`,
-        [workerId, lockKey, channel],
+           (queue_name, queue_names, worker_id, task_names, free, lock_key, channel, token, lease_ms)
+         VALUES ('handoff_c', $4, $1, ARRAY['handoff_c.echo'], 5, $2, $3, 42, 30000)`,
+        [workerId, lockKey, channel, queueNames],
       );
     // Nobody holds this lock: its worker is gone.
     await register('gone', '123456789', `${t.schema}:handoff_gone`);
@@ -198,6 +257,11 @@ describe('hand-off of single sends to an idle worker', () => {
       const heard = new Promise<string>((resolve) =>
         alive.once('notification', (m) => resolve(m.payload ?? '')),
       );
+      // A live worker from before migration 28 is not handed anything: it claims as workers did before hand-offs.
+      await register('older', '987654321', channel, null);
+      const toOlder = await task.send({ n: 0 });
+      expect(await row(toOlder.id)).toMatchObject({ status: 'PENDING', claimed_by_worker_id: null });
+      expect(await registrations('older')).toMatchObject([{ free: 5, handed: [] }]);
       await register('alive', '987654321', channel);
       const handed = await task.send({ n: 2 });
       expect(await row(handed.id)).toMatchObject({
