@@ -2,7 +2,8 @@
  * The statements of an idle worker's hand-off registration (`horsies_idle_slots`, migration 27): the single send
  * (`TaskInsertOne`) hands a task due now to a worker registered here, claimed and started for it in the insert's
  * transaction, and tells the worker on its own channel. The worker registers the free slots it reserved for its
- * queues, and takes the registration back, with the ids handed to it, before it claims again.
+ * queues after a claim pass that found them empty, renews the registration once half its slots are taken (one
+ * statement replaces it), and takes it back, with the ids handed to it, before it claims again and when it stops.
  */
 import { statement } from './Database.js';
 import type { ClaimAndStartRow, WorkerIdentity } from './tasks.js';
@@ -20,22 +21,36 @@ export interface IdleRegisterParams {
   token: number;
   leaseMs: number;
   worker: WorkerIdentity;
+  /** Renewing: the new registration keeps the slots the old one had left, and `free` is the slots added. */
+  carry: boolean;
+}
+
+/** A row of {@link IdleRegister}: what the registration it replaced had left. */
+export interface IdleRegisterRow {
+  /** Slots the replaced registration had not handed out (0 when there was none). */
+  left: number;
+  /** The tasks its sends handed over. */
+  handed: string[];
 }
 
 /**
- * Registers (or replaces) the worker's free slots for its queues (the row is keyed by the first); what was handed
- * to it and not taken stays listed.
+ * Registers the worker's free slots for its queues (the row is keyed by the first), replacing in the same statement
+ * any registration it had, so that a renewal leaves no moment without one for a send to find. Returns what the
+ * replaced registration had left and handed over.
  */
-export const IdleRegister = statement<IdleRegisterParams, never>(
+export const IdleRegister = statement<IdleRegisterParams, IdleRegisterRow>(
   'IdleRegister',
-  `INSERT INTO {{schema}}.horsies_idle_slots AS i
+  `WITH old AS (
+     DELETE FROM {{schema}}.horsies_idle_slots WHERE worker_id = $2 RETURNING free, handed
+   )
+   INSERT INTO {{schema}}.horsies_idle_slots AS i
      (queue_name, queue_names, worker_id, task_names, free, lock_key, channel, token, lease_ms, worker_hostname,
       worker_pid, worker_process_name)
-   VALUES (($1::text[])[1], $1::text[], $2, $3::text[], $4, $5::bigint, $6, $7, $8, $9, $10, $11)
-   ON CONFLICT (queue_name, worker_id) DO UPDATE
-   SET queue_names = EXCLUDED.queue_names, task_names = EXCLUDED.task_names, free = EXCLUDED.free,
-       lock_key = EXCLUDED.lock_key, channel = EXCLUDED.channel, token = EXCLUDED.token, lease_ms = EXCLUDED.lease_ms,
-       registered_at = now()`,
+   SELECT ($1::text[])[1], $1::text[], $2, $3::text[],
+          $4 + CASE WHEN $12 THEN COALESCE((SELECT sum(o.free) FROM old o), 0) ELSE 0 END,
+          $5::bigint, $6, $7, $8, $9, $10, $11
+   RETURNING (SELECT COALESCE(sum(o.free), 0) FROM old o)::int AS left,
+             ARRAY(SELECT h FROM old o, unnest(o.handed) AS h) AS handed`,
   (p) => [
     p.queues,
     p.worker.workerId,
@@ -48,6 +63,7 @@ export const IdleRegister = statement<IdleRegisterParams, never>(
     p.worker.hostname,
     p.worker.pid,
     p.worker.processName,
+    p.carry,
   ],
 );
 

@@ -3,17 +3,20 @@
  * its queues empty, the worker reserves its free slots in the dispatcher and registers them, one count for every
  * queue of the worker that nothing meters (no cap, rate limit or group limit); a send that finds the
  * registration inserts its task claimed and started for this worker and notifies it on its own channel with the
- * row a claim would have returned, which the dispatcher launches at once. Before its next claim (and when it stops)
- * the worker takes the registration back, with the ids of every task handed to it: those whose notification it has
- * not had (still on their way, or lost with its LISTEN connection) are read from their rows and launched too, and
- * the slots nobody took are given back. The registration is only valid while the worker's LISTEN connection holds
- * the session lock `lockKey` (see Listener `sessionLock`): a send that finds the lock free treats the worker as
- * gone and removes its registration, so after a reconnect the next take looks for every task handed to it.
+ * row a claim would have returned, which the dispatcher launches at once. Once half the slots are taken, the worker
+ * renews the registration with the slots freed since, in one statement that replaces it. Before its next claim (and
+ * when it stops) the worker takes the registration back, with the ids of every task handed to it: those whose
+ * notification it has not had (still on their way, or lost with its LISTEN connection) are read from their rows and
+ * launched too, and the slots nobody took are given back. The registration is only valid while the worker's LISTEN
+ * connection holds the session lock `lockKey` (see Listener `sessionLock`): a send that finds the lock free treats
+ * the worker as gone and removes its registration, so after a reconnect the next take looks for every task handed
+ * to it.
  */
 import { randomBytes } from 'node:crypto';
 import type { Database } from '../db/Database.js';
 import { channels } from '../db/Listener.js';
 import { IdleRegister, IdleTake, TaskHandedRows } from '../db/handoff.js';
+import type { IdleRegisterRow } from '../db/handoff.js';
 import type { ClaimAndStartRow, ClaimedTaskRow, WorkerIdentity } from '../db/tasks.js';
 import type { StartedWithClaim } from './Dispatcher.js';
 
@@ -33,7 +36,7 @@ export interface HandoffHooks {
   onClaimed(tasks: ClaimedTaskRow[], started: StartedWithClaim): void;
   /** Ids of the tasks the worker holds. */
   known(): string[];
-  /** Half the registered slots are taken: a claim pass soon takes the registration back and registers anew. */
+  /** Half the registered slots are taken: renew the registration with the slots freed since ({@link register}). */
   refill(): void;
 }
 
@@ -62,6 +65,9 @@ export class Handoff {
   readonly lockKey = (randomBytes(8).readBigUInt64BE() >> 1n).toString();
   readonly channel: string;
   private registration: Registration | null = null;
+  private turn: Promise<void> = Promise.resolve();
+  /** Half the registered slots were taken while none had freed: the next freed slot renews the registration. */
+  private renewWanted = false;
   private tokens = 0;
   /** The LISTEN connection came back: look for every task handed to this worker at the next take. */
   private searchAll = false;
@@ -75,33 +81,104 @@ export class Handoff {
   }
 
   /**
-   * Registers the free slots (up to `free`) the dispatcher can reserve for `queues`, after a claim pass that left
-   * every queue of the worker empty. Nothing when a registration is out already. A failed registration stays counted as out: the next take
-   * removes whatever the statement left, and gives the slots back.
+   * Registers the free slots (up to `free`) the dispatcher can reserve for `queues`, after a claim pass that found
+   * every queue of the worker empty. A registration that is out already is renewed: the new one keeps the slots the
+   * old one has left, adds those freed since, and replaces it in one statement, so that a send finds one at every
+   * moment; the tasks the old one handed over and this worker has not heard of are launched. With `renewOnly`, only
+   * a registration that is out is renewed. A failed registration stays counted as out: the next take removes
+   * whatever the statement left, and gives the slots back.
    */
-  async register(queues: string[], taskNames: string[], free: number): Promise<void> {
+  register(queues: string[], taskNames: string[], free: number, renewOnly = false): Promise<void> {
+    return this.inTurn(async () => {
+      if (!renewOnly || this.registration !== null) await this.registerNow(queues, taskNames, free);
+    });
+  }
+
+  /**
+   * Takes the registration back (before a claim, and when the worker stops): launches what was handed over and not
+   * heard of, and gives back the slots nobody took. Rejects when the database does; the registration then stays
+   * out, and the next take tries again.
+   */
+  take(): Promise<void> {
+    return this.inTurn(() => this.takeNow());
+  }
+
+  // One change of the registration at a time: a refill's renewal runs beside the claim passes.
+  private inTurn(change: () => Promise<void>): Promise<void> {
+    const done = this.turn.then(change);
+    this.turn = done.catch(() => {});
+    return done;
+  }
+
+  private async registerNow(queues: string[], taskNames: string[], free: number): Promise<void> {
     const [first] = queues;
-    if (this.registration !== null || free <= 0 || this.searchAll || first === undefined) return;
-    const reserved = this.hooks.reserveStarts(first, free);
-    if (reserved <= 0) return;
+    if (first === undefined) return this.takeNow();
+    // After a LISTEN reconnect a send may have dropped the registration with its list: the take searches.
+    if (this.searchAll) await this.takeNow();
+    const old = this.registration;
+    const added = free > 0 ? this.hooks.reserveStarts(first, free) : 0;
+    if (old !== null && added === 0) {
+      // No slot freed since (the tasks handed over still run): renewed when one is (see slotFreed).
+      this.renewWanted = true;
+      return;
+    }
+    this.renewWanted = false;
+    const carried = old?.reserved ?? 0;
+    if (carried + added <= 0) return;
     this.tokens += 1;
-    this.registration = {
+    const next: Registration = {
       token: this.tokens,
-      reserved,
-      registered: reserved,
+      reserved: carried + added,
+      registered: carried + added,
       refilling: false,
       received: new Set(),
     };
-    await this.db.run(IdleRegister, {
-      queues,
-      taskNames,
-      free: reserved,
-      lockKey: this.lockKey,
-      channel: this.channel,
-      token: this.tokens,
-      leaseMs: this.options.leaseMs,
-      worker: this.options.identity,
-    });
+    // Before the statement: a hand-off under the new token may be heard before its reply.
+    this.registration = next;
+    let row: IdleRegisterRow | undefined;
+    try {
+      [row] = await this.db.run(IdleRegister, {
+        queues,
+        taskNames,
+        free: added,
+        lockKey: this.lockKey,
+        channel: this.channel,
+        token: this.tokens,
+        leaseMs: this.options.leaseMs,
+        worker: this.options.identity,
+        carry: old !== null,
+      });
+    } catch (error) {
+      // Whether the old registration's list is gone is unknown: the next take looks for every task handed over.
+      if (old !== null) this.searchAll = true;
+      throw error;
+    }
+    // Handed over under the old token, and not heard of (a notification still on its way is then ignored).
+    const missing = (row?.handed ?? []).filter((id) => !old?.received.has(id));
+    let launched = 0;
+    if (missing.length > 0) {
+      let rows: ClaimAndStartRow[];
+      try {
+        rows = await this.db.run(TaskHandedRows, {
+          workerId: this.workerId,
+          ids: missing,
+          known: this.hooks.known(),
+        });
+      } catch (error) {
+        this.searchAll = true;
+        throw error;
+      }
+      this.launch(rows, next);
+      launched = rows.length;
+    }
+    // The slots carried over are those the old registration had left in the database; any more reserved here are
+    // given back (they cannot be taken).
+    const excess = carried - launched - (row?.left ?? 0);
+    if (old !== null && excess > 0) {
+      next.reserved -= excess;
+      next.registered -= excess;
+      this.hooks.cancelReservation(excess);
+    }
   }
 
   /** A notification on the worker's channel: a task handed over by its send, launched at once. */
@@ -148,12 +225,7 @@ export class Handoff {
     }
   }
 
-  /**
-   * Takes the registration back (before a claim, and when the worker stops): launches what was handed over and not
-   * heard of, and gives back the slots nobody took. Rejects when the database does; the registration then stays
-   * out, and the next take tries again.
-   */
-  async take(): Promise<void> {
+  private async takeNow(): Promise<void> {
     const registration = this.registration;
     if (registration === null && !this.searchAll) return;
     const taken = registration === null ? [] : await this.db.run(IdleTake, { workerId: this.workerId });
@@ -179,6 +251,16 @@ export class Handoff {
     const left = { reserved: registration?.reserved ?? 0 };
     this.launch(rows, left);
     if (left.reserved > 0) this.hooks.cancelReservation(left.reserved);
+  }
+
+  /**
+   * A slot freed (a run of this worker ended): true, once, when a renewal of the registration waited for one (see
+   * {@link register}); the caller then registers.
+   */
+  slotFreed(): boolean {
+    if (!this.renewWanted || this.registration === null) return false;
+    this.renewWanted = false;
+    return true;
   }
 
   /** The LISTEN connection came back: notifications in the gap are lost, and a send may have dropped the registration. */

@@ -141,12 +141,23 @@ export class Producer {
     return claimed;
   }
 
+  /**
+   * Half the slots registered for hand-offs were taken: renews the registration with the slots freed since, in one
+   * statement that replaces it (a claim pass would take it back first, and a send meanwhile would find none).
+   */
+  refillIdleSlots(): void {
+    this.offerIdleSlots(this.hooks.claimableTaskNames(), true).catch((error: unknown) =>
+      this.hooks.onError(error),
+    );
+  }
+
   // Every queue ran dry with slots free: sends to the queues that nothing meters (a cap counts its claims and
-  // starts, a rate limit or a group limit times them) may hand their tasks straight to this worker.
-  private async offerIdleSlots(taskNames: string[]): Promise<void> {
+  // starts, a rate limit or a group limit times them) may hand their tasks straight to this worker. With `renew`,
+  // only a registration still out is renewed (a claim pass took it back: that pass registers if it finds nothing).
+  private async offerIdleSlots(taskNames: string[], renew = false): Promise<void> {
     if (this.handoff === null || !this.running) return;
     const queues = this.options.queues.filter((q) => !this.caps.applies(q) && !this.flow?.applies(q));
-    if (queues.length > 0) await this.handoff.register(queues, taskNames, this.hooks.capacity());
+    if (queues.length > 0) await this.handoff.register(queues, taskNames, this.hooks.capacity(), renew);
   }
 
   // A capped claim that starts nothing itself: under a cap that gates starts (soft mode), and with synchronous
@@ -285,6 +296,8 @@ export class Producer {
    * freed) the pass happens only if more work is likely and enough slots are free to make a batch.
    */
   wake(hint = true): void {
+    // A freed slot is what a renewal of the hand-off registration waited for.
+    if (!hint && this.handoff?.slotFreed()) this.refillIdleSlots();
     if (hint) this.moreLikely = true;
     else if (!this.moreLikely) return;
     else if (!this.hooks.idle() && this.hooks.capacity() < this.options.refillThreshold()) return;

@@ -201,7 +201,7 @@ export function assemble(
           cancelReservation: (reserved) => dispatcher.cancelReservation(reserved),
           onClaimed,
           known: () => dispatcher.heldIds(),
-          refill: () => producer.wake(),
+          refill: () => producer.refillIdleSlots(),
         },
       )
     : null;

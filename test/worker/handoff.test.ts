@@ -151,20 +151,33 @@ describe('hand-off of single sends to an idle worker', () => {
     }
   });
 
-  it('registers anew once half its slots were handed over, so that the next send is handed over too', async () => {
+  it('renews its registration once half its slots were handed over, in one statement, with no claim pass', async () => {
     const { app, task } = setup('handoff_h');
+    // The statements the worker runs (the database is the real one; this only records their names).
+    const ran: string[] = [];
+    const run = app.db.run.bind(app.db);
+    app.db.run = ((stmt, params, on) => {
+      ran.push(stmt.name);
+      return run(stmt, params, on);
+    }) as typeof app.db.run;
     // No poll within the test: only the refill registers again.
     const worker = await idleWorker(app, { pollIntervalMs: 60_000 });
     try {
       const [initial] = await registrations(worker.id);
+      ran.length = 0;
       const first = await task.send({ n: 1 });
       const second = await task.send({ n: 2 });
       await Promise.all([first, second].map((h) => h.result({ timeoutMs: 10_000 })));
-      // Two of three slots taken: a claim pass took the registration back and registered again.
+      // Two of three slots taken: once a run ended, the registration was replaced by one with a new token, the
+      // slot left and those freed.
       await eventually(async () => {
         const [r] = await registrations(worker.id);
-        return r !== undefined && r.token !== initial?.token && r.handed.length === 0 && r.free > 0;
+        return r !== undefined && r.token !== initial?.token && r.handed.length === 0 && r.free >= 2;
       });
+      // Renewed in place: never taken back, so a send meanwhile would have found it, and nothing claimed.
+      expect(ran.filter((name) => name.startsWith('Idle') || name.startsWith('TaskClaim'))).toEqual([
+        'IdleRegister',
+      ]);
       await expectHandedOver(task, worker.id, 3);
     } finally {
       await worker.stop();
