@@ -4,8 +4,10 @@
  * channel. What must not be handed over (a send in a caller's transaction, a delayed task, a task with a group key,
  * a paused queue) is inserted PENDING and claimed as before; a registration whose worker no longer holds its session
  * lock is dropped by the first send that finds it, and a worker whose LISTEN connection came back registers again; a
- * task whose notification was lost still runs, from the registration's list; a worker that has handed out half its
- * slots registers anew; a stop takes the registration back.
+ * task whose notification was lost still runs, from the registration's list, at the next claim pass or renewal; a
+ * worker that has handed out half its slots renews its registration in one statement; a worker of several queues
+ * registers the unmetered ones with one count of slots, and one from before migration 28 is handed nothing; a stop
+ * takes the registration back.
  */
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
@@ -179,6 +181,45 @@ describe('hand-off of single sends to an idle worker', () => {
         'IdleRegister',
       ]);
       await expectHandedOver(task, worker.id, 3);
+    } finally {
+      await worker.stop();
+    }
+  });
+
+  it('runs, at the renewal, a task its old registration handed over whose notification never came', async () => {
+    const { app, task, ran } = setup('handoff_r');
+    // No poll within the test: only the renewal can find the lost hand-off.
+    const worker = createWorker(app, {
+      concurrency: 4,
+      handoff: true,
+      maintenance: false,
+      pollIntervalMs: 60_000,
+    });
+    await worker.start();
+    try {
+      await eventually(async () => (await registrations(worker.id))[0]?.free === 4);
+      const [initial] = await registrations(worker.id);
+      // A task handed to the worker as the send does, but without its notification (lost with a connection).
+      const lost = '00000000-0000-7000-8000-00000000e00e';
+      await t.query(
+        `INSERT INTO {{schema}}.horsies_tasks
+           (id, task_name, queue_name, kwargs, status, claimed, claimed_at, claimed_by_worker_id, claim_generation,
+            claim_expires_at, started_at, attempt)
+         VALUES ($1, 'handoff_r.echo', 'handoff_r', '{"n": 9}', 'RUNNING', true, now(), $2, 1,
+                 now() + interval '1 minute', now(), 1)`,
+        [lost, worker.id],
+      );
+      await t.query(
+        `UPDATE {{schema}}.horsies_idle_slots SET free = free - 1, handed = handed || $2::text WHERE worker_id = $1`,
+        [worker.id, lost],
+      );
+      // Two sends heard of: half the slots the worker knows of are taken, and it renews.
+      const sent = [await task.send({ n: 1 }), await task.send({ n: 2 })];
+      await Promise.all(sent.map((h) => h.result({ timeoutMs: 10_000 })));
+      expect(await task.handle(lost).result({ timeoutMs: 10_000 })).toEqual({ ok: true, value: 9 });
+      expect(ran.filter((id) => id === lost)).toHaveLength(1);
+      const [renewed] = await registrations(worker.id);
+      expect(renewed?.token).not.toBe(initial?.token);
     } finally {
       await worker.stop();
     }
