@@ -46,6 +46,25 @@ async function expectHandedOver(task: Task, workerId: string, n: number): Promis
   expect(await handle.result({ timeoutMs: 10_000 })).toEqual({ ok: true, value: n });
 }
 
+/**
+ * A task of `queue` handed to the worker as the send does (RUNNING under its claim, taken from its registration's
+ * slots and listed there), but without the notification: as if lost with the worker's LISTEN connection.
+ */
+async function handOverUnheard(workerId: string, queue: string, id: string, n: number): Promise<void> {
+  await t.query(
+    `INSERT INTO {{schema}}.horsies_tasks
+       (id, task_name, queue_name, kwargs, status, claimed, claimed_at, claimed_by_worker_id, claim_generation,
+        claim_expires_at, started_at, attempt)
+     VALUES ($1, $2 || '.echo', $2, jsonb_build_object('n', $3::int), 'RUNNING', true, now(), $4, 1,
+             now() + interval '1 minute', now(), 1)`,
+    [id, queue, n, workerId],
+  );
+  await t.query(
+    `UPDATE {{schema}}.horsies_idle_slots SET free = free - 1, handed = handed || $2::text WHERE worker_id = $1`,
+    [workerId, id],
+  );
+}
+
 async function registrations(workerId?: string) {
   return t.query<{ worker_id: string; queue_name: string; free: number; handed: string[]; token: string }>(
     `SELECT worker_id, queue_name, free, handed, token::text FROM {{schema}}.horsies_idle_slots
@@ -199,20 +218,8 @@ describe('hand-off of single sends to an idle worker', () => {
     try {
       await eventually(async () => (await registrations(worker.id))[0]?.free === 4);
       const [initial] = await registrations(worker.id);
-      // A task handed to the worker as the send does, but without its notification (lost with a connection).
       const lost = '00000000-0000-7000-8000-00000000e00e';
-      await t.query(
-        `INSERT INTO {{schema}}.horsies_tasks
-           (id, task_name, queue_name, kwargs, status, claimed, claimed_at, claimed_by_worker_id, claim_generation,
-            claim_expires_at, started_at, attempt)
-         VALUES ($1, 'handoff_r.echo', 'handoff_r', '{"n": 9}', 'RUNNING', true, now(), $2, 1,
-                 now() + interval '1 minute', now(), 1)`,
-        [lost, worker.id],
-      );
-      await t.query(
-        `UPDATE {{schema}}.horsies_idle_slots SET free = free - 1, handed = handed || $2::text WHERE worker_id = $1`,
-        [worker.id, lost],
-      );
+      await handOverUnheard(worker.id, 'handoff_r', lost, 9);
       // Two sends heard of: half the slots the worker knows of are taken, and it renews.
       const sent = [await task.send({ n: 1 }), await task.send({ n: 2 })];
       await Promise.all(sent.map((h) => h.result({ timeoutMs: 10_000 })));
@@ -347,21 +354,8 @@ describe('hand-off of single sends to an idle worker', () => {
     const { app, task, ran } = setup('handoff_d');
     const worker = await idleWorker(app, { pollIntervalMs: 100 });
     try {
-      // A task handed to the worker as the send does, but without its notification (lost with a connection).
       const id = '00000000-0000-7000-8000-00000000d00d';
-      await t.query(
-        `INSERT INTO {{schema}}.horsies_tasks
-           (id, task_name, queue_name, kwargs, status, claimed, claimed_at, claimed_by_worker_id, claim_generation,
-            claim_expires_at, started_at, attempt)
-         VALUES ($1, 'handoff_d.echo', 'handoff_d', '{"n": 5}', 'RUNNING', true, now(), $2, 1,
-                 now() + interval '1 minute', now(), 1)`,
-        [id, worker.id],
-      );
-      await t.query(
-        `UPDATE {{schema}}.horsies_idle_slots SET free = free - 1, handed = handed || $2::text
-         WHERE worker_id = $1`,
-        [worker.id, id],
-      );
+      await handOverUnheard(worker.id, 'handoff_d', id, 5);
       // The next claim pass (a poll) takes the registration back and runs the task.
       await eventually(async () => ran.includes(id));
       expect(await task.handle(id).result({ timeoutMs: 10_000 })).toEqual({ ok: true, value: 5 });
