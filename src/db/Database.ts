@@ -211,7 +211,7 @@ export class Database {
    * before a migration changed the columns it returns fails there (see {@link isStalePlanError}): every statement
    * is then renamed, so that each connection prepares it anew, and on the pool this one runs again, once (no
    * connection has prepared the new name). On `on` it fails (the caller's transaction is aborted), and the next one
-   * succeeds.
+   * succeeds; {@link transaction} runs its function again for that reason.
    */
   async run<P, R>(stmt: Statement<P, R>, params: P, on?: Queryable): Promise<R[]> {
     const values = stmt.values(params);
@@ -244,9 +244,20 @@ export class Database {
   /**
    * Runs `fn` inside a transaction on one pooled connection; rolls back if it throws. A connection lost while
    * `fn` is between queries rejects the next query instead of crashing the process (a checked-out client has no
-   * error listener of the pool's), and the broken connection is discarded, not returned to the pool.
+   * error listener of the pool's), and the broken connection is discarded, not returned to the pool. A statement
+   * gone stale under a migration (see {@link run}) rolls the transaction back and runs `fn` once more, with every
+   * statement renamed: `fn` must be safe to run again after a rollback, as each of horsies' own is.
    */
   async transaction<T>(fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+    try {
+      return await this.transactionOnce(fn);
+    } catch (error) {
+      if (!isStalePlanError(error)) throw error;
+      return this.transactionOnce(fn);
+    }
+  }
+
+  private async transactionOnce<T>(fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {
     const client = await this.pool.connect();
     let broken: Error | undefined;
     const onError = (error: Error): void => {

@@ -6,6 +6,7 @@
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { ManualClock } from '../../src/clock.js';
+import { Database } from '../../src/db/Database.js';
 import { Expirer } from '../../src/recovery/Expirer.js';
 import { Retainer } from '../../src/recovery/Retainer.js';
 import { WorkflowStepper } from '../../src/workflow/step.js';
@@ -256,5 +257,37 @@ describe('workflow tasks ended outside a worker', () => {
       late: { status: 'FAILED', code: 'TASK_EXPIRED' },
       after: { status: 'SKIPPED', code: 'UPSTREAM_SKIPPED' },
     });
+  });
+});
+
+describe('a workflow step after a migration changed the columns of its statements', () => {
+  it('prepares them anew and steps at once, leaving nothing to the recovery pass', async () => {
+    // One connection, so that the step's statements are prepared where the next step runs.
+    const db = new Database({ connectionString: t.url, schema: t.schema, poolSize: 1 });
+    const errors: unknown[] = [];
+    const stepper = new WorkflowStepper(db, (_id, error) => errors.push(error));
+    const end = async (handle: WorkflowHandle<unknown>, node: number, id: string) => {
+      const taskId = await taskOf(handle, id);
+      await endTask(taskId, 'COMPLETED', { ok: 2 ** (node + 1) });
+      stepper.add([{ id: taskId, status: 'COMPLETED', workflow_id: handle.id, workflow_node: node }]);
+      await stepper.idle();
+    };
+    try {
+      const handle = await chain.start();
+      await end(handle, 0, 'a');
+      // A migration adds a column: `SELECT w.*` of the workflow's lock now returns one more.
+      await t.query(`ALTER TABLE {{schema}}.horsies_workflows ADD COLUMN later_migration text`);
+      await end(handle, 1, 'b');
+      expect(errors).toEqual([]);
+      expect(await nodes(handle)).toEqual({
+        a: { status: 'COMPLETED', code: null },
+        b: { status: 'COMPLETED', code: null },
+        c: { status: 'ENQUEUED', code: null },
+      });
+      expect((await app.getTask(await taskOf(handle, 'c')))?.input).toEqual({ n: 4 });
+    } finally {
+      await t.query(`ALTER TABLE {{schema}}.horsies_workflows DROP COLUMN IF EXISTS later_migration`);
+      await db.end();
+    }
   });
 });
