@@ -114,13 +114,11 @@ export class Producer {
       return [];
     }
     const claimed: ClaimedTaskRow[] = [];
-    // Every queue gave less than its claim asked for: none has a task to claim now.
+    // Every queue gave less than its claim asked for: none has a task to claim now. (A capped queue without room
+    // counts as dry, whether this pass claimed from it or knew it full: its tasks wait for room, not for slots.)
     let dry = true;
     for (const queue of this.options.queues) {
-      if (this.capFull.has(queue)) {
-        dry = false;
-        continue;
-      }
+      if (this.capFull.has(queue)) continue;
       const wanted = limit - claimed.length;
       const claim = this.flow?.applies(queue)
         ? await this.claimLimited(this.flow, queue, taskNames, wanted)
