@@ -8,10 +8,15 @@ import { closeQuietly, waitUntil, withTimeout } from '../time.js';
 import { killGroup, spawnChild } from './children.js';
 import type { ChildHandle } from './children.js';
 import { CONTENTION_INTERVAL_MS, LOCK_TABLE, lockValues, startContentionSampler } from './contention.js';
+import { startCostMeter } from './cost.js';
 import { formatCount, prequeue, waitForDrain, withSession } from './common.js';
 import type { Column, RunContext, Scenario } from './types.js';
 
 const READY_TIMEOUT_MS = 180_000;
+
+const SERVER_COST_TABLE =
+  'Cost per task to the store during the timed part (µs of CPU of the store server; WAL bytes written, PostgreSQL ' +
+  'only)';
 
 function processesLabel(p: number): string {
   return `${p} process${p === 1 ? '' : 'es'}`;
@@ -29,7 +34,10 @@ export const multiprocessScenario: Scenario = {
     `the store shows every task finished (as in the drain scenario; the children report their handler runs ` +
     `every 50 ms and the store is polled once they add up to the total). The lock-wait table: the share of the ` +
     `subject's active PostgreSQL backends, sampled every ${CONTENTION_INTERVAL_MS} ms from pg_stat_activity ` +
-    `during the timed part, whose wait event type was Lock or LWLock (none for bullmq-redis).`,
+    `during the timed part, whose wait event type was Lock or LWLock (none for bullmq-redis). The cost ` +
+    `table: over the same part, the CPU of the store server (read from /proc, only for a server on this ` +
+    `machine) and, for PostgreSQL, the WAL written, each divided by the tasks finished: what the store pays ` +
+    `per task as the workers are spread over more processes (the workers' own CPU is in their processes).`,
   columns: (ctx) => {
     const rates: Column[] = ctx.sizes.processes.map((p) => ({
       key: `rate${p}`,
@@ -46,7 +54,23 @@ export const multiprocessScenario: Scenario = {
         table: LOCK_TABLE,
       })),
     );
-    return [...rates, ...locks];
+    const costs: Column[] = ctx.sizes.processes.flatMap((p) => [
+      {
+        key: `server${p}`,
+        label: `server CPU, ${processesLabel(p)}`,
+        unit: 'µs',
+        better: 'lower' as const,
+        table: SERVER_COST_TABLE,
+      },
+      {
+        key: `wal${p}`,
+        label: `WAL, ${processesLabel(p)}`,
+        unit: 'bytes',
+        better: 'lower' as const,
+        table: SERVER_COST_TABLE,
+      },
+    ]);
+    return [...rates, ...locks, ...costs];
   },
   cases: (ctx) => ctx.sizes.processes.map((p) => ({ key: String(p), label: processesLabel(p) })),
   rows: (subjects: Subject[]) => subjects.map((subject) => ({ id: subject.id, subject })),
@@ -98,13 +122,19 @@ async function drainInChildren(
   await ctx.env.postgres.checkpoint();
   const sampler = await startContentionSampler(ctx.env.postgres);
   try {
+    const meter = await startCostMeter(subject, ctx);
     const started = performance.now();
     for (const handle of children) handle.send('start');
     const total = (): number => runs.reduce((a, b) => a + b, 0);
     const { elapsedMs, finished } = await waitForDrain(session, subject, total, started, n, 60_000 + n * 5);
+    const cost = await meter.stop(finished, 'timed');
     const contention = await sampler.stop();
-    const values: Record<string, number> = { [`rate${children.length}`]: (finished / elapsedMs) * 1000 };
-    Object.assign(values, lockValues(contention, String(children.length)));
+    const p = children.length;
+    const values: Record<string, number> = { [`rate${p}`]: (finished / elapsedMs) * 1000 };
+    Object.assign(values, lockValues(contention, String(p)));
+    // The harness's own CPU is not the workers' here: only the store's cost is kept.
+    if (cost['server:timed'] !== undefined) values[`server${p}`] = cost['server:timed'];
+    if (cost['wal:timed'] !== undefined) values[`wal${p}`] = cost['wal:timed'];
     return {
       values,
       raw: { elapsedMs, finished, handlerRunsPerProcess: [...runs], readyMs, prequeueMs, contention },
