@@ -27,7 +27,7 @@ function build(
   queueCaps: Map<string, number>,
 ) {
   const state = {
-    /** Slots the dispatcher reserves a claim. */
+    /** Slots the dispatcher reserves for a claim. */
     reservable: 4,
     reserveCalls: 0,
     /** The slots each registration asked the dispatcher for. */
