@@ -91,7 +91,10 @@ function setup(queue: string) {
   return { app, task, ran };
 }
 
-async function idleWorker(app: ReturnType<typeof setup>['app'], config: { pollIntervalMs?: number } = {}) {
+async function idleWorker(
+  app: ReturnType<typeof setup>['app'],
+  config: { pollIntervalMs?: number; concurrency?: number } = {},
+) {
   const worker = createWorker(app, { concurrency: 3, handoff: true, maintenance: false, ...config });
   await worker.start();
   await eventually(async () => (await registrations(worker.id)).length === 1);
@@ -208,16 +211,10 @@ describe('hand-off of single sends to an idle worker', () => {
   it('runs, at the renewal, a task its old registration handed over whose notification never came', async () => {
     const { app, task, ran } = setup('handoff_r');
     // No poll within the test: only the renewal can find the lost hand-off.
-    const worker = createWorker(app, {
-      concurrency: 4,
-      handoff: true,
-      maintenance: false,
-      pollIntervalMs: 60_000,
-    });
-    await worker.start();
+    const worker = await idleWorker(app, { concurrency: 4, pollIntervalMs: 60_000 });
     try {
-      await eventually(async () => (await registrations(worker.id))[0]?.free === 4);
       const [initial] = await registrations(worker.id);
+      expect(initial?.free).toBe(4);
       const lost = '00000000-0000-7000-8000-00000000e00e';
       await handOverUnheard(worker.id, 'handoff_r', lost, 9);
       // Two sends heard of: half the slots the worker knows of are taken, and it renews.
@@ -251,15 +248,8 @@ describe('hand-off of single sends to an idle worker', () => {
       }),
     ) as [Task, Task, Task];
     // Five slots: two sends leave more than half of them, so no refill registers anew meanwhile.
-    const worker = createWorker(app, {
-      concurrency: 5,
-      handoff: true,
-      maintenance: false,
-      pollIntervalMs: 60_000,
-    });
-    await worker.start();
+    const worker = await idleWorker(app, { concurrency: 5, pollIntervalMs: 60_000 });
     try {
-      await eventually(async () => (await registrations(worker.id)).length === 1);
       const [registered] = await t.query<{ queue_names: string[]; free: number }>(
         'SELECT queue_names, free FROM {{schema}}.horsies_idle_slots WHERE worker_id = $1',
         [worker.id],
