@@ -24,7 +24,10 @@
  * package (dist/), as an application runs it; FROM=src runs the source instead. With SERVER_PROFILE=<file>, Linux
  * `perf` samples the PostgreSQL processes alive at the drain's first finished outcome (the worker's connections are
  * open by then) until its end, writes the samples there and prints the share of the server's CPU each part of the
- * executor took (scripts/serverProfile.ts; a server on this machine only).
+ * executor took (scripts/serverProfile.ts; a server on this machine only). With WAL_STATS=1, the WAL written from
+ * the worker's start to the last outcome, per kind of record (heap update, row lock, index insert, commit...), in
+ * records and bytes per task, read with the `pg_walinspect` extension (created in the database if missing; it needs
+ * a superuser). The WAL of the whole server: run it on a quiet one.
  */
 import { readFileSync, writeFileSync } from 'node:fs';
 import { Session } from 'node:inspector/promises';
@@ -61,6 +64,7 @@ const SCHEMA = 'profile_drain';
 const CPU_PROFILE = process.env.CPU_PROFILE;
 const HEAP_PROFILE = process.env.HEAP_PROFILE;
 const SERVER_PROFILE = process.env.SERVER_PROFILE;
+const WAL_STATS = process.env.WAL_STATS === '1';
 
 interface Timing {
   calls: number;
@@ -199,6 +203,7 @@ async function profile(databaseUrl: string, throughput: 'high' | 'default'): Pro
       includeObjectsCollectedByMinorGC: true,
     });
   }
+  const wal0 = WAL_STATS ? await walInsertPosition(app.db.pool) : null;
   const threads0 = threadCpuMs();
   const pg0 = processCpuMs('postgres');
   const cpu0 = process.cpuUsage();
@@ -210,6 +215,7 @@ async function profile(databaseUrl: string, throughput: 'high' | 'default'): Pro
   const ended = performance.now();
   const seconds = (ended - started) / 1000;
   const pgEnd = processCpuMs('postgres');
+  const wal1 = WAL_STATS ? await walInsertPosition(app.db.pool) : null;
   const pgUs = ((pgEnd - pg0) / TASKS) * 1000;
   await serverProfile?.stop();
   const cpu = process.cpuUsage(cpu0);
@@ -246,6 +252,7 @@ async function profile(databaseUrl: string, throughput: 'high' | 'default'): Pro
     printAllocations(heapProfile);
   }
   serverProfile?.print(pgUs);
+  if (wal0 !== null && wal1 !== null) await printWalStats(app.db.pool, wal0, wal1);
   if (statements) {
     const { rows } = await app.db.pool.query<{
       calls: string;
@@ -270,6 +277,34 @@ async function profile(databaseUrl: string, throughput: 'high' | 'default'): Pro
   }
   if (!process.env.KEEP) await app.db.pool.query(`DROP SCHEMA ${SCHEMA} CASCADE`);
   await app.close();
+}
+
+type Pool = ReturnType<typeof createApp>['db']['pool'];
+
+async function walInsertPosition(pool: Pool): Promise<string> {
+  const { rows } = await pool.query<{ lsn: string }>('SELECT pg_current_wal_insert_lsn()::text AS lsn');
+  return rows[0]!.lsn;
+}
+
+/** The WAL between two positions per kind of record, per task, largest first (pg_walinspect). */
+async function printWalStats(pool: Pool, from: string, to: string): Promise<void> {
+  await pool.query('CREATE EXTENSION IF NOT EXISTS pg_walinspect');
+  const { rows } = await pool.query<{ kind: string; records: string; bytes: string; fpi: string }>(
+    `SELECT "resource_manager/record_type" AS kind, count AS records, combined_size AS bytes, fpi_size AS fpi
+     FROM pg_get_wal_stats($1::pg_lsn, $2::pg_lsn, true) WHERE count > 0 ORDER BY combined_size DESC`,
+    [from, to],
+  );
+  const total = rows.reduce((sum, r) => sum + Number(r.bytes), 0);
+  console.log(
+    `\nWAL of the drain by kind of record (pg_walinspect): ${(total / TASKS).toFixed(0)} bytes per task in all; ` +
+      'records, bytes and full-page image bytes per task',
+  );
+  for (const r of rows.filter((r) => Number(r.bytes) >= total / 1000)) {
+    console.log(
+      `  ${r.kind.padEnd(28)} ${(Number(r.records) / TASKS).toFixed(2).padStart(7)}  ` +
+        `${(Number(r.bytes) / TASKS).toFixed(0).padStart(6)}  ${(Number(r.fpi) / TASKS).toFixed(0).padStart(6)}`,
+    );
+  }
 }
 
 /** The drain step by step: tasks finished, and each statement's calls (tasks carried) in the step. */
