@@ -111,7 +111,8 @@ function selectSubjects(names: string[] | null): Subject[] {
   if (unknown.length > 0) {
     throw new Error(`unknown peer(s): ${unknown.join(', ')}; known: ${[...known].join(', ')}`);
   }
-  return ALL_SUBJECTS.filter((s) => names.includes(s.id) || names.includes(s.peer));
+  // The baselines cost a few seconds and are what the figures beside them are read against: always measured.
+  return ALL_SUBJECTS.filter((s) => s.baseline || names.includes(s.id) || names.includes(s.peer));
 }
 
 function selectScenarios(names: string[] | null): Scenario[] {
@@ -169,7 +170,7 @@ async function runScenario(
 ): Promise<ScenarioOutput> {
   const columns = scenario.columns(ctx);
   const cases = scenario.cases(ctx);
-  const rows = scenario.rows(subjects);
+  const rows = scenario.rows(subjects.filter((s) => !s.baseline || scenario.baselines));
   const rounds = options.rounds ?? scenario.defaultRounds(options.quick);
   const roundsText = `${rounds} round${rounds === 1 ? '' : 's'}`;
   console.log(`\n== ${tableTitle(scenario, columns)}: ${roundsText}`);

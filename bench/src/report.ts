@@ -64,7 +64,7 @@ export function summarize(scenario: Scenario, columns: Column[], rows: Row[], sa
     for (const column of columns) {
       const own = cells[row.id]?.[column.key]?.spread;
       let best: { row: string; median: number } | null = null;
-      for (const other of rows.filter((r) => !r.subject.isHorsies)) {
+      for (const other of rows.filter((r) => !r.subject.isHorsies && !r.subject.baseline)) {
         const median = cells[other.id]?.[column.key]?.spread?.median;
         if (median === undefined) continue;
         const better =
@@ -124,6 +124,19 @@ export function renderTable(columns: Column[], rows: Row[], summary: ScenarioSum
         return ratio ? `${ratio.ratio.toFixed(2)}x best (${ratio.best})` : '—';
       }),
     ]);
+  }
+  // Against each baseline in the table: a plain ratio of the medians.
+  for (const row of rows.filter((r) => r.subject.isHorsies)) {
+    for (const baseline of rows.filter((r) => r.subject.baseline)) {
+      body.push([
+        `${row.id} vs ${baseline.id}`,
+        ...columns.map((column) => {
+          const own = summary.cells[row.id]?.[column.key]?.spread?.median;
+          const base = summary.cells[baseline.id]?.[column.key]?.spread?.median;
+          return own !== undefined && base ? `${(own / base).toFixed(2)}x` : '—';
+        }),
+      ]);
+    }
   }
   const widths = header.map((h, i) => Math.max(h.length, ...body.map((line) => (line[i] ?? '').length)));
   const line = (cells: string[]): string =>

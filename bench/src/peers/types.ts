@@ -67,6 +67,11 @@ export interface Subject {
   peer: string;
   /** True for horsies' own subjects: the tables compare them with the best of the others. */
   isHorsies: boolean;
+  /**
+   * True for a reference point that is not a queue (see peers/floor.ts): measured only by the scenarios that say
+   * so (`Scenario.baselines`), compared with horsies' subjects on lines of their own, never the best peer.
+   */
+  baseline?: boolean;
   /** Which server it needs. */
   store: 'postgres' | 'redis';
   /** The settings used, and what they trade off, in one or two sentences. */

@@ -26,6 +26,7 @@ export const latencyScenario: Scenario = {
   ],
   cases: () => [{ key: 'single', label: 'one at a time' }],
   rows: (subjects: Subject[]) => subjects.map((subject) => ({ id: subject.id, subject })),
+  baselines: true,
   defaultRounds: (quick) => (quick ? 1 : 3),
   timeoutMs: (_c, ctx) =>
     60_000 + (ctx.sizes.latencyTasks + ctx.sizes.latencyWarmup) * (GAP_MS + PER_TASK_TIMEOUT_MS / 10),

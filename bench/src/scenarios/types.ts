@@ -74,6 +74,8 @@ export interface Scenario {
   columns(ctx: RunContext): Column[];
   cases(ctx: RunContext): Case[];
   rows(subjects: Subject[]): Row[];
+  /** Measures the baseline subjects too (see {@link Subject.baseline}); the other scenarios leave them out. */
+  baselines?: boolean;
   /** Rounds to run when `--rounds` is not given. */
   defaultRounds(quick: boolean): number;
   /** Longest a sample may take before it is reported as a timeout. */
