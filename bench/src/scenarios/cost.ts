@@ -15,12 +15,21 @@ export const COST_TABLE =
   'Cost per task during the drain (µs of CPU of the store server and of the harness process, which runs the ' +
   'worker and its driver; WAL bytes written, PostgreSQL only): less moved by a busy machine than the rates, not free of it';
 
-/** The cost columns of one drain case (`key`, its task count). */
-export function costColumns(key: string, label: string): Column[] {
+/** The store's cost columns of one case (`key`): its server's CPU and the WAL, in the table headed `table`. */
+export function storeCostColumns(key: string, label: string, table = COST_TABLE): Column[] {
   return [
-    { key: `server:${key}`, label: `server CPU, ${label}`, unit: 'µs', better: 'lower', table: COST_TABLE },
+    { key: `server:${key}`, label: `server CPU, ${label}`, unit: 'µs', better: 'lower', table },
+    { key: `wal:${key}`, label: `WAL, ${label}`, unit: 'bytes', better: 'lower', table },
+  ];
+}
+
+/** The cost columns of one drain case (`key`, its task count): the store's and the harness process's. */
+export function costColumns(key: string, label: string): Column[] {
+  const [server, wal] = storeCostColumns(key, label);
+  return [
+    server!,
     { key: `harness:${key}`, label: `harness CPU, ${label}`, unit: 'µs', better: 'lower', table: COST_TABLE },
-    { key: `wal:${key}`, label: `WAL, ${label}`, unit: 'bytes', better: 'lower', table: COST_TABLE },
+    wal!,
   ];
 }
 

@@ -8,7 +8,7 @@ import { closeQuietly, waitUntil, withTimeout } from '../time.js';
 import { killGroup, spawnChild } from './children.js';
 import type { ChildHandle } from './children.js';
 import { CONTENTION_INTERVAL_MS, LOCK_TABLE, lockValues, startContentionSampler } from './contention.js';
-import { startCostMeter } from './cost.js';
+import { startCostMeter, storeCostColumns } from './cost.js';
 import { formatCount, prequeue, waitForDrain, withSession } from './common.js';
 import type { Column, RunContext, Scenario } from './types.js';
 
@@ -54,22 +54,9 @@ export const multiprocessScenario: Scenario = {
         table: LOCK_TABLE,
       })),
     );
-    const costs: Column[] = ctx.sizes.processes.flatMap((p) => [
-      {
-        key: `server${p}`,
-        label: `server CPU, ${processesLabel(p)}`,
-        unit: 'µs',
-        better: 'lower' as const,
-        table: SERVER_COST_TABLE,
-      },
-      {
-        key: `wal${p}`,
-        label: `WAL, ${processesLabel(p)}`,
-        unit: 'bytes',
-        better: 'lower' as const,
-        table: SERVER_COST_TABLE,
-      },
-    ]);
+    const costs = ctx.sizes.processes.flatMap((p) =>
+      storeCostColumns(String(p), processesLabel(p), SERVER_COST_TABLE),
+    );
     return [...rates, ...locks, ...costs];
   },
   cases: (ctx) => ctx.sizes.processes.map((p) => ({ key: String(p), label: processesLabel(p) })),
@@ -127,14 +114,14 @@ async function drainInChildren(
     for (const handle of children) handle.send('start');
     const total = (): number => runs.reduce((a, b) => a + b, 0);
     const { elapsedMs, finished } = await waitForDrain(session, subject, total, started, n, 60_000 + n * 5);
-    const cost = await meter.stop(finished, 'timed');
-    const contention = await sampler.stop();
     const p = children.length;
+    const cost = await meter.stop(finished, String(p));
+    const contention = await sampler.stop();
     const values: Record<string, number> = { [`rate${p}`]: (finished / elapsedMs) * 1000 };
     Object.assign(values, lockValues(contention, String(p)));
     // The harness's own CPU is not the workers' here: only the store's cost is kept.
-    if (cost['server:timed'] !== undefined) values[`server${p}`] = cost['server:timed'];
-    if (cost['wal:timed'] !== undefined) values[`wal${p}`] = cost['wal:timed'];
+    delete cost[`harness:${p}`];
+    Object.assign(values, cost);
     return {
       values,
       raw: { elapsedMs, finished, handlerRunsPerProcess: [...runs], readyMs, prequeueMs, contention },
