@@ -9,6 +9,7 @@
  *
  * Callers match on classes or on `code`, never on message text.
  */
+import type { StandardSchemaV1 } from '@standard-schema/spec';
 import type { JsonValue } from './types.js';
 
 /** Codes the library itself produces. User codes must not reuse them. */
@@ -168,6 +169,17 @@ export interface ValidationIssue {
   message: string;
   /** Path of the offending value inside the input, e.g. `['user', 'email']`. */
   path: (string | number)[];
+}
+
+/** A Standard Schema issue as a {@link ValidationIssue}. */
+export function toIssue(issue: StandardSchemaV1.Issue): ValidationIssue {
+  return {
+    message: issue.message,
+    path: (issue.path ?? []).map((segment) => {
+      const key = typeof segment === 'object' ? segment.key : segment;
+      return typeof key === 'number' ? key : String(key);
+    }),
+  };
 }
 
 /** A task input failed the task's schema (at send, or again at the worker before the handler ran). */

@@ -16,8 +16,9 @@ import {
   PayloadTooLargeError,
   SendOptionsError,
   UnknownQueueError,
+  toIssue,
 } from '../errors.js';
-import type { ConfigProblem, ValidationIssue } from '../errors.js';
+import type { ConfigProblem } from '../errors.js';
 import type { HorsiesMetrics } from '../metrics/Metrics.js';
 import type { TaskTracer } from '../tracing/TaskTracer.js';
 import { isPromiseLike } from '../types.js';
@@ -649,15 +650,4 @@ function keyProblems(options: SendOptions, problems: ConfigProblem[]): void {
 
 function isValidDate(value: unknown): boolean {
   return value instanceof Date && !Number.isNaN(value.getTime());
-}
-
-/** A Standard Schema issue as a {@link ValidationIssue}. */
-export function toIssue(issue: StandardSchemaV1.Issue): ValidationIssue {
-  return {
-    message: issue.message,
-    path: (issue.path ?? []).map((segment) => {
-      const key = typeof segment === 'object' ? segment.key : segment;
-      return typeof key === 'number' ? key : String(key);
-    }),
-  };
 }
