@@ -16,13 +16,8 @@ export type {
   TransactionOptions,
 } from './client/TaskDefinition.js';
 export { TaskHandle } from './client/TaskHandle.js';
-export type {
-  DebounceOptions,
-  DedupeOptions,
-  DedupeScope,
-  SendCallOptions,
-  SendOptions,
-} from './client/send.js';
+export type { SendCallOptions } from './client/send.js';
+export type { DebounceOptions, DedupeOptions, DedupeScope, SendOptions } from './client/sendOptions.js';
 export type { CancelResult, QueueInfo, ResubmitResult, TaskFilter } from './client/operations.js';
 export type { ErrorClass, ErrorCodeMap } from './client/policy.js';
 export type { BackoffStrategy, RetryPolicy } from './retry.js';

@@ -8,7 +8,7 @@ import pg from 'pg';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { z } from 'zod';
 import type { App } from '../../src/client/App.js';
-import type { SendOptions } from '../../src/client/send.js';
+import type { SendOptions } from '../../src/client/sendOptions.js';
 import { TaskClaim } from '../../src/db/tasks.js';
 import type { TaskRow } from '../../src/db/tasks.js';
 import { PayloadMismatchError, SendOptionsError } from '../../src/errors.js';

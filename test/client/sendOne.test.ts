@@ -6,7 +6,7 @@
 import pg from 'pg';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { z } from 'zod';
-import type { SendOptions } from '../../src/client/send.js';
+import type { SendOptions } from '../../src/client/sendOptions.js';
 import type { TaskRow } from '../../src/db/tasks.js';
 import { PayloadMismatchError } from '../../src/errors.js';
 import { useTestSchema } from '../support/db.js';
