@@ -12,7 +12,7 @@ import { chmodSync, existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
-import { freePort } from '../src/db/EmbeddedServer.js';
+import { freePort } from '../src/dev/EmbeddedServer.js';
 
 /** Where Debian installs it. */
 export const PGBOUNCER_BINARY = '/usr/sbin/pgbouncer';

@@ -30,8 +30,8 @@ export type { RecoveryConfig } from './recovery/config.js';
 export type { Queryable } from './db/Database.js';
 export type { TransactionClient } from './db/HeldTransaction.js';
 export type { MigrateResult } from './db/Migrator.js';
-export { startEmbeddedServer } from './db/EmbeddedServer.js';
-export type { EmbeddedServer, EmbeddedServerOptions } from './db/EmbeddedServer.js';
+export { startEmbeddedServer } from './dev/EmbeddedServer.js';
+export type { EmbeddedServer, EmbeddedServerOptions } from './dev/EmbeddedServer.js';
 export { Worker, createWorker } from './worker/Worker.js';
 export {
   WorkflowBuilder,

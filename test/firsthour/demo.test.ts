@@ -6,7 +6,7 @@
  */
 import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
-import { freePort } from '../../src/db/EmbeddedServer.js';
+import { freePort } from '../../src/dev/EmbeddedServer.js';
 import { databaseUrl } from '../support/db.js';
 import { startProcess } from './support.js';
 

@@ -16,7 +16,7 @@ import {
   DatabaseUrlError,
   SchemaNotMigratedError,
 } from '../../src/errors.js';
-import { freePort } from '../../src/db/EmbeddedServer.js';
+import { freePort } from '../../src/dev/EmbeddedServer.js';
 import { Database } from '../../src/db/Database.js';
 import { latestMigrationVersion, loadMigrations, migrate } from '../../src/db/Migrator.js';
 import { runCli } from '../support/cli.js';

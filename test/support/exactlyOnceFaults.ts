@@ -18,8 +18,8 @@ import { pino } from 'pino';
 import { z } from 'zod';
 import { createApp } from '../../src/index.js';
 import { isTransientDatabaseError } from '../../src/db/Database.js';
-import { freePort, startEmbeddedServer } from '../../src/db/EmbeddedServer.js';
-import type { EmbeddedServer } from '../../src/db/EmbeddedServer.js';
+import { freePort, startEmbeddedServer } from '../../src/dev/EmbeddedServer.js';
+import type { EmbeddedServer } from '../../src/dev/EmbeddedServer.js';
 
 const ROOT = resolve(import.meta.dirname, '../..');
 const SCHEMA = 'fault_tx';

@@ -6,7 +6,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { TestProject } from 'vitest/node';
-import { startEmbeddedServer } from '../../src/db/EmbeddedServer.js';
+import { startEmbeddedServer } from '../../src/dev/EmbeddedServer.js';
 
 declare module 'vitest' {
   export interface ProvidedContext {

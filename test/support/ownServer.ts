@@ -8,8 +8,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
 import { isTransientDatabaseError } from '../../src/db/Database.js';
-import { freePort, startEmbeddedServer } from '../../src/db/EmbeddedServer.js';
-import type { EmbeddedServer } from '../../src/db/EmbeddedServer.js';
+import { freePort, startEmbeddedServer } from '../../src/dev/EmbeddedServer.js';
+import type { EmbeddedServer } from '../../src/dev/EmbeddedServer.js';
 
 export interface OwnServer {
   readonly url: string;

@@ -8,7 +8,7 @@ import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
-import { freePort } from '../../../src/db/EmbeddedServer.js';
+import { freePort } from '../../../src/dev/EmbeddedServer.js';
 import { errorMessage, sleep, withTimeout } from '../time.js';
 
 export const REDIS_SERVER_PATH = '/usr/bin/redis-server';

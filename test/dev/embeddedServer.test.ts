@@ -33,7 +33,7 @@ it('keeps the exit code a process sets after it stops its server', async () => {
     import { tmpdir } from 'node:os';
     import { join } from 'node:path';
     import pg from 'pg';
-    import { startEmbeddedServer } from './src/db/EmbeddedServer.ts';
+    import { startEmbeddedServer } from './src/dev/EmbeddedServer.ts';
     const server = await startEmbeddedServer({ dataDir: mkdtempSync(join(tmpdir(), 'horsies-exit-')), persistent: false });
     const client = new pg.Client(server.url);
     await client.connect();
@@ -56,7 +56,7 @@ it('with stopOnSignal false, leaves a SIGINT to the process: the server serves i
     import { tmpdir } from 'node:os';
     import { join } from 'node:path';
     import pg from 'pg';
-    import { startEmbeddedServer } from './src/db/EmbeddedServer.ts';
+    import { startEmbeddedServer } from './src/dev/EmbeddedServer.ts';
     const server = await startEmbeddedServer({
       dataDir: mkdtempSync(join(tmpdir(), 'horsies-signal-')), persistent: false, stopOnSignal: false,
     });
@@ -83,7 +83,7 @@ it('by default stops the server on SIGINT in a process that handles no signals, 
     import { mkdtempSync } from 'node:fs';
     import { tmpdir } from 'node:os';
     import { join } from 'node:path';
-    import { startEmbeddedServer } from './src/db/EmbeddedServer.ts';
+    import { startEmbeddedServer } from './src/dev/EmbeddedServer.ts';
     const dataDir = mkdtempSync(join(tmpdir(), 'horsies-signal-'));
     await startEmbeddedServer({ dataDir });
     console.log('DATADIR=' + dataDir);
@@ -112,7 +112,7 @@ it('stops the server when its process dies of an uncaught error: the next start 
   const dataDir = mkdtempSync(join(tmpdir(), 'horsies-died-'));
   try {
     const died = await run(`
-      import { startEmbeddedServer } from './src/db/EmbeddedServer.ts';
+      import { startEmbeddedServer } from './src/dev/EmbeddedServer.ts';
       await startEmbeddedServer({ dataDir: ${JSON.stringify(dataDir)} });
       console.log('STARTED');
       throw new Error('the application failed');
@@ -128,7 +128,7 @@ it('stops the server when its process dies of an uncaught error: the next start 
 
     const again = await run(`
       import pg from 'pg';
-      import { startEmbeddedServer } from './src/db/EmbeddedServer.ts';
+      import { startEmbeddedServer } from './src/dev/EmbeddedServer.ts';
       const server = await startEmbeddedServer({ dataDir: ${JSON.stringify(dataDir)} });
       const client = new pg.Client(server.url);
       await client.connect();
@@ -151,7 +151,7 @@ it('refuses a second server on a data directory where one runs, naming it, and t
     const { code, output } = await run(`
       import { readFileSync } from 'node:fs';
       import pg from 'pg';
-      import { startEmbeddedServer } from './src/db/EmbeddedServer.ts';
+      import { startEmbeddedServer } from './src/dev/EmbeddedServer.ts';
       const dataDir = ${JSON.stringify(dataDir)};
       const first = await startEmbeddedServer({ dataDir, persistent: false });
       console.log('FIRST PID=' + readFileSync(dataDir + '/postmaster.pid', 'utf8').split('\\n')[0] +
