@@ -17,7 +17,7 @@
  */
 import { pino } from 'pino';
 import { z } from 'zod';
-import type { Statement } from '../src/db/Database.js';
+import type { Statement } from '../src/db/sql.js';
 import { createApp, createWorker, workflow } from '../src/index.js';
 import type { App, WorkerConfig } from '../src/index.js';
 import { runScript, withDatabase } from './database.js';

@@ -8,7 +8,7 @@
  * code (10 rows): the filters whose first page a plain newest-first walk would have to scan the table for.
  * Finished rows span 30 days, newest first, about 1,400 in the last hour.
  */
-import type { Statement } from '../src/db/Database.js';
+import type { Statement } from '../src/db/sql.js';
 import {
   DashboardDeadLetterGroups,
   DashboardDeadLetterPage,

@@ -7,7 +7,8 @@
  * (`dashboard_bench`, dropped first). Options: ROWS (default 1000000), RUNS (default 30).
  */
 import pg from 'pg';
-import { Database, renderSql } from '../src/db/Database.js';
+import { Database } from '../src/db/Database.js';
+import { renderSql } from '../src/db/sql.js';
 import { migrate } from '../src/db/Migrator.js';
 import {
   readDeadLetterGroups,

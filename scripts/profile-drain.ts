@@ -34,7 +34,7 @@ import { Session } from 'node:inspector/promises';
 import type { HeapProfiler, Profiler } from 'node:inspector';
 import { pino } from 'pino';
 import { z } from 'zod';
-import type { Statement } from '../src/db/Database.js';
+import type { Statement } from '../src/db/sql.js';
 import { runScript, withDatabase } from './database.js';
 import { processCpuMs, threadCpuMs } from './processCpu.js';
 import { type ServerProfile, startServerProfile } from './serverProfile.js';

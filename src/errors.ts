@@ -398,14 +398,24 @@ export class SchemaNotMigratedError extends HorsiesError {
   readonly version: number;
   /** The version this library needs. */
   readonly required: number;
+  /** Routines of this library the schema never had applied (empty when the version is what is wrong). */
+  readonly routines: readonly string[];
 
-  constructor(schema: string, version: number, required: number, options?: { cause?: unknown }) {
+  constructor(
+    schema: string,
+    version: number,
+    required: number,
+    options?: { cause?: unknown; routines?: readonly string[] },
+  ) {
+    const routines = options?.routines ?? [];
     const state =
       version === 0
         ? `schema "${schema}" has no horsies tables`
         : version < required
           ? `schema "${schema}" is at migration version ${version}, this library needs ${required}`
-          : `schema "${schema}" is at migration version ${version}, newer than this library's ${required}`;
+          : version > required
+            ? `schema "${schema}" is at migration version ${version}, newer than this library's ${required}`
+            : `schema "${schema}" lacks ${routines.length} routine${routines.length === 1 ? '' : 's'} of this library (${routines.slice(0, 3).join(', ')}${routines.length > 3 ? ', ...' : ''})`;
     const fix =
       version > required
         ? 'upgrade horsies'
@@ -414,6 +424,7 @@ export class SchemaNotMigratedError extends HorsiesError {
     this.schema = schema;
     this.version = version;
     this.required = required;
+    this.routines = routines;
   }
 }
 

@@ -3,7 +3,7 @@ import { createServer } from 'node:http';
 import { isIP } from 'node:net';
 import { Command, InvalidArgumentError } from 'commander';
 import { Database, connectionFault } from '../db/Database.js';
-import { checkSchema } from '../db/Migrator.js';
+import { checkSchema } from '../db/schemaVersion.js';
 import { HorsiesError } from '../errors.js';
 import { loadApp } from '../client/loadApp.js';
 import { createDashboard } from '../dashboard/Dashboard.js';

@@ -26,7 +26,7 @@ import { createDashboard } from '../dashboard/Dashboard.js';
 import type { Dashboard } from '../dashboard/Dashboard.js';
 import { Database } from '../db/Database.js';
 import { startEmbeddedServer } from '../dev/EmbeddedServer.js';
-import { schemaVersion } from '../db/Migrator.js';
+import { schemaVersion } from '../db/schemaVersion.js';
 import type { EmbeddedServer } from '../dev/EmbeddedServer.js';
 import { HorsiesError, maskDatabaseUrl } from '../errors.js';
 import { createWorker } from '../worker/Worker.js';

@@ -4,7 +4,7 @@ import { CommanderError } from 'commander';
 import { pino } from 'pino';
 import { App } from '../client/App.js';
 import { connectionFault } from '../db/Database.js';
-import { checkSchema } from '../db/Migrator.js';
+import { checkSchema } from '../db/schemaVersion.js';
 import { DatabaseNotConfiguredError, HorsiesError } from '../errors.js';
 
 /** Options every operator command takes. */

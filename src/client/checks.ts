@@ -17,9 +17,10 @@ import { ClockNow } from '../db/admin.js';
 import { NotifySend, PendingTaskNames } from '../db/checks.js';
 import { ServedTaskNames } from '../db/capacity.js';
 import { Listener } from '../db/Listener.js';
-import { latestMigrationVersion, schemaVersion } from '../db/Migrator.js';
+import { latestMigrationVersion, schemaVersion } from '../db/schemaVersion.js';
 import { TaskTableVacuumState } from '../db/maintenance.js';
 import { routineDrift } from '../db/routines.js';
+import type { RoutineDrift } from '../db/routines.js';
 import { ConfigError } from '../errors.js';
 import { declareSchedules } from '../scheduler/declare.js';
 import type { ScheduleConfig } from '../scheduler/declare.js';
@@ -167,7 +168,7 @@ export async function checkDatabase(db: Database, options: LiveCheckOptions = {}
       problems.push({
         area: 'database',
         severity: 'error',
-        message: `routine ${drift.name} is ${drift.problem === 'missing' ? 'missing' : 'not the one migration ' + drift.migration + ' defines'}: run horsies migrate on a fresh schema, or restore it`,
+        message: routineDriftMessage(drift),
       });
     }
   }
@@ -313,4 +314,18 @@ export function checkNotifyInBackground(
     },
     () => undefined,
   );
+}
+
+/** What `check --live` says of a routine that is not its file's. */
+function routineDriftMessage(drift: RoutineDrift): string {
+  switch (drift.problem) {
+    case 'missing':
+      return `routine ${drift.name} is missing: run horsies migrate`;
+    case 'changed':
+      return `routine ${drift.name} is not the one its file (${drift.file}) defines: changed by hand, or applied by another version of horsies; run horsies migrate to restore it`;
+    case 'overloaded':
+      return `routine ${drift.name} is installed with several argument lists: drop the ones its file (${drift.file}) does not define`;
+    case 'unknown':
+      return `routine ${drift.name} is installed, and no routine file of this version defines it: made by hand, or left over`;
+  }
 }

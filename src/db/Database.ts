@@ -10,32 +10,14 @@ import {
   DatabaseUnavailableError,
   DatabaseUrlError,
 } from '../errors.js';
+import { schemaNotMigrated } from './schemaVersion.js';
+import { renderSql } from './sql.js';
+import type { Statement } from './sql.js';
 import { statementTypes } from './typeParsers.js';
 
 /** Anything that can run a query: a `pg` Pool, PoolClient or Client (for example the caller's transaction). */
 export interface Queryable {
   query(config: pg.QueryConfig): Promise<pg.QueryResult>;
-}
-
-/** A named SQL statement with a typed parameter object and a typed result row. */
-export interface Statement<P, R> {
-  /** Noun then verb, e.g. `TaskClaim`. Also the prepared statement's name. */
-  readonly name: string;
-  /** SQL text; `{{schema}}` stands for the quoted schema name. */
-  readonly sql: string;
-  /** Maps the parameter object to positional values ($1, $2, ...). */
-  readonly values: (params: P) => unknown[];
-  /** Phantom field carrying the row type; never set. */
-  readonly row?: R;
-}
-
-/** Defines a {@link Statement}. */
-export function statement<P, R>(
-  name: string,
-  sql: string,
-  values: (params: P) => unknown[],
-): Statement<P, R> {
-  return { name, sql, values };
 }
 
 const SCHEMA_NAME_PATTERN = /^[a-z_][a-z0-9_]*$/;
@@ -53,16 +35,6 @@ export function schemaNameProblems(schema: unknown): string[] {
     problems.push(`must be at most ${MAX_SCHEMA_NAME_LENGTH} characters`);
   if (schema.startsWith('pg_')) problems.push('must not start with pg_ (reserved by PostgreSQL)');
   return problems;
-}
-
-/** Quotes an identifier for SQL. The only place an identifier enters SQL text. */
-export function quoteIdentifier(name: string): string {
-  return `"${name.replace(/"/g, '""')}"`;
-}
-
-/** Replaces `{{schema}}` in SQL text with the quoted schema name. */
-export function renderSql(sql: string, schema: string): string {
-  return sql.replaceAll('{{schema}}', quoteIdentifier(schema));
 }
 
 /** How to reach the database. */
@@ -236,8 +208,6 @@ export class Database {
    */
   async explain(error: unknown): Promise<unknown> {
     if (!isMissingSchemaObject(error)) return error;
-    // Loaded on this failure path only: the migrator imports this module.
-    const { schemaNotMigrated } = await import('./Migrator.js');
     return schemaNotMigrated(this, error);
   }
 

@@ -8,7 +8,7 @@
  *               └ ──interrupt()─────────────► done (statement cancelled, connection closed: the server rolls back)
  */
 import pg from 'pg';
-import { statement } from './Database.js';
+import { statement } from './sql.js';
 import type { Database } from './Database.js';
 
 /** The client a held transaction runs on: a `pg` pool client inside `BEGIN`. */

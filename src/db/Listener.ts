@@ -7,7 +7,7 @@
  */
 import { EventEmitter } from 'node:events';
 import pg from 'pg';
-import { quoteIdentifier } from './Database.js';
+import { quoteIdentifier } from './sql.js';
 
 /** The channel names of one schema. */
 export const channels = {

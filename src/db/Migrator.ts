@@ -1,28 +1,21 @@
 /**
- * Applies the numbered `.sql` files of `migrations/` in order. All of it runs in one transaction under an
- * advisory transaction lock keyed by the schema name, so any number of processes may migrate at once: the
- * first applies, the others wait and then find nothing left to do. A transaction-level lock also works behind
- * PgBouncer in transaction mode.
+ * Applies the numbered `.sql` files of `migrations/` in order, then every routine file of `routines/` that is new
+ * or changed since it was last applied (the repeatable migrations of Flyway): a server-side function has one
+ * current text, its file, and a numbered migration only drops a function whose signature changes. All of it runs
+ * in one transaction under an advisory transaction lock keyed by the schema name, so any number of processes may
+ * migrate at once: the first applies, the others wait and then find nothing left to do. A transaction-level lock
+ * also works behind PgBouncer in transaction mode.
  */
-import { readdirSync, readFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import type pg from 'pg';
 import { DatabaseUnavailableError, SchemaNotMigratedError } from '../errors.js';
 import type { Database } from './Database.js';
-import {
-  connectionFault,
-  isRetryableConnectionFault,
-  quoteIdentifier,
-  renderSql,
-  statement,
-} from './Database.js';
-
-/** One migration file. */
-export interface Migration {
-  version: number;
-  name: string;
-  sql: string;
-}
+import { connectionFault, isRetryableConnectionFault } from './Database.js';
+import { loadMigrations, loadRoutines } from './migrationFiles.js';
+import type { Migration, Routine } from './migrationFiles.js';
+import { RoutineDefinitionList, driftOf } from './routines.js';
+import type { RoutineDefinitionRow } from './routines.js';
+import { checkSchema } from './schemaVersion.js';
+import { quoteIdentifier, renderSql } from './sql.js';
 
 /** What a migrate run did. */
 export interface MigrateResult {
@@ -30,37 +23,18 @@ export interface MigrateResult {
   applied: number[];
   /** The schema's version after the run. */
   version: number;
+  /** Routines (re)applied by this run because their file changed or they were missing, by name. */
+  routines: string[];
 }
 
-const MIGRATION_FILE = /^(\d{4})_([a-z0-9_]+)\.sql$/;
-
-/** Reads the bundled migrations, sorted by version. Throws if numbering has a gap or a duplicate. */
-export function loadMigrations(
-  folder = join(dirname(fileURLToPath(import.meta.url)), 'migrations'),
-): Migration[] {
-  const migrations = readdirSync(folder)
-    .map((file) => ({ file, match: MIGRATION_FILE.exec(file) }))
-    .filter((entry): entry is { file: string; match: RegExpExecArray } => entry.match !== null)
-    .map(({ file, match }) => ({
-      version: Number(match[1]),
-      name: match[2] ?? file,
-      sql: readFileSync(join(folder, file), 'utf8'),
-    }))
-    .sort((a, b) => a.version - b.version);
-  migrations.forEach((m, index) => {
-    if (m.version !== index + 1) {
-      throw new Error(
-        `migration numbering must be 1..n without gaps; found ${m.version} at position ${index + 1}`,
-      );
-    }
-  });
-  return migrations;
-}
-
-/** Applies pending migrations to the database's schema. */
+/**
+ * Applies pending migrations to the database's schema, then the routines whose file is new or changed (or whose
+ * function is missing). `migrations` and `routines` default to the bundled files.
+ */
 export async function migrate(
   db: Database,
   migrations: Migration[] = loadMigrations(),
+  routines: Routine[] = loadRoutines(),
 ): Promise<MigrateResult> {
   const schema = quoteIdentifier(db.schema);
   return db.transaction(async (client) => {
@@ -94,60 +68,53 @@ export async function migrate(
       ]);
       applied.push(m.version);
     }
-    return { applied, version: Math.max(newest, ...applied) };
+    return {
+      applied,
+      version: Math.max(newest, ...applied),
+      routines: await applyRoutines(client, db.schema, routines),
+    };
   });
 }
 
-/** The migration version of the schema: its newest applied migration. */
-const SchemaVersionGet = statement<Record<string, never>, { version: number }>(
-  'SchemaVersionGet',
-  'SELECT coalesce(max(version), 0)::int AS version FROM {{schema}}.horsies_schema_migrations',
-  () => [],
-);
-
-let latest: number | undefined;
-
-/** The version of the newest migration bundled with this library. */
-export function latestMigrationVersion(): number {
-  latest ??= Math.max(0, ...loadMigrations().map((m) => m.version));
-  return latest;
-}
-
-/** The schema's migration version; 0 when it has no horsies tables (or does not exist). */
-export async function schemaVersion(db: Database): Promise<number> {
-  try {
-    const { rows } = await db.pool.query<{ version: number }>({
-      text: renderSql(SchemaVersionGet.sql, db.schema),
-      values: [],
-    });
-    return rows[0]?.version ?? 0;
-  } catch (error) {
-    const code = (error as { code?: unknown }).code;
-    if (code === '42P01' || code === '3F000') return 0;
-    throw error;
+/**
+ * Applies, inside the migration's transaction, each routine whose file changed since it was applied, or whose
+ * installed definition is not its file's (missing, or changed by hand). Returns their names.
+ */
+async function applyRoutines(
+  client: pg.PoolClient,
+  schemaName: string,
+  routines: Routine[],
+): Promise<string[]> {
+  const schema = quoteIdentifier(schemaName);
+  await client.query(
+    `CREATE TABLE IF NOT EXISTS ${schema}.horsies_schema_routines (
+       name text PRIMARY KEY,
+       hash text NOT NULL,
+       applied_at timestamptz NOT NULL DEFAULT now()
+     )`,
+  );
+  const { rows } = await client.query<{ name: string; hash: string }>(
+    `SELECT name, hash FROM ${schema}.horsies_schema_routines`,
+  );
+  const hashes = new Map(rows.map((r) => [r.name, r.hash]));
+  const installed = await client.query<RoutineDefinitionRow>({
+    text: renderSql(RoutineDefinitionList.sql, schemaName),
+    values: RoutineDefinitionList.values({ schema: schemaName }),
+  });
+  // Missing, changed by hand, or applied from another text of the file: the file is the one current text.
+  const drifted = new Set(driftOf(routines, installed.rows, schemaName).map((d) => d.name));
+  const changed: string[] = [];
+  for (const routine of routines) {
+    if (hashes.get(routine.name) === routine.hash && !drifted.has(routine.name)) continue;
+    await client.query(renderSql(routine.sql, schemaName));
+    await client.query(
+      `INSERT INTO ${schema}.horsies_schema_routines (name, hash) VALUES ($1, $2)
+       ON CONFLICT (name) DO UPDATE SET hash = EXCLUDED.hash, applied_at = now()`,
+      [routine.name, routine.hash],
+    );
+    changed.push(routine.name);
   }
-}
-
-/**
- * Throws a {@link SchemaNotMigratedError} unless the schema is at the version this library needs. Connection
- * faults pass through unchanged.
- */
-export async function checkSchema(db: Database): Promise<number> {
-  const version = await schemaVersion(db);
-  const required = latestMigrationVersion();
-  if (version !== required) throw new SchemaNotMigratedError(db.schema, version, required);
-  return version;
-}
-
-/**
- * The error to raise for a statement that failed on a missing table, schema or routine: a
- * {@link SchemaNotMigratedError} when the schema is behind (or empty), else `cause` itself.
- */
-export async function schemaNotMigrated(db: Database, cause: unknown): Promise<unknown> {
-  const version = await schemaVersion(db).catch(() => null);
-  const required = latestMigrationVersion();
-  if (version === null || version === required) return cause;
-  return new SchemaNotMigratedError(db.schema, version, required, { cause });
+  return changed;
 }
 
 /** Settings of {@link prepareSchema}. */

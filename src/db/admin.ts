@@ -2,7 +2,7 @@
  * Operator statements: listing tasks by filter, cancelling, and resubmitting terminal tasks (the dead-letter
  * set) back to PENDING.
  */
-import { statement } from './Database.js';
+import { statement } from './sql.js';
 import type { TaskRow } from './tasks.js';
 
 /** Which tasks a list or bulk operation covers. Unset fields match everything. */

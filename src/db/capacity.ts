@@ -5,7 +5,7 @@
  * the lock, so every earlier holder's claims are visible), claims at most the room left and commits (which releases
  * the lock), all in one statement. Without caps no lock is taken and claimers never wait on each other.
  */
-import { statement } from './Database.js';
+import { statement } from './sql.js';
 import { TaskClaim, TaskClaimAndStart, TaskStartMany, claimAndStartSql } from './tasks.js';
 import type {
   ClaimAndStartParams,
@@ -30,7 +30,7 @@ export interface CapLimits {
 
 /**
  * Takes the cap's advisory transaction lock (held until commit) and returns the room left under the caps for
- * `queue`, counted after the lock was granted (`horsies_cap_room`, migration 22): RUNNING tasks only with
+ * `queue`, counted after the lock was granted (`routines/horsies_cap_room.sql`): RUNNING tasks only with
  * `running` (a soft mode's start), otherwise everything in flight (a claim). In a transaction, what follows it up
  * to the commit runs under the lock.
  */

@@ -1,5 +1,5 @@
 /** Statements of `horsies check`. */
-import { statement } from './Database.js';
+import { statement } from './sql.js';
 
 /** Sends a notification on `channel` (the LISTEN/NOTIFY round trip of the live check). */
 export const NotifySend = statement<{ channel: string; payload: string }, { sent: boolean }>(

@@ -15,7 +15,7 @@
  * a generic plan of the prepared statement walks the same index as a custom one. Counts of finished tasks cover
  * the last hour (an all-time count of a retained table is a full scan); live counts are exact.
  */
-import { statement } from './Database.js';
+import { statement } from './sql.js';
 
 /** One row of a task list: the columns a list shows (no input or result). */
 export interface TaskListRow {

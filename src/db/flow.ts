@@ -8,7 +8,7 @@
  * at once, `horsies_start_limited` for tasks claimed earlier. A claim that starts nothing reads the room without a
  * lock (so a worker claims no more than could start now).
  */
-import { statement } from './Database.js';
+import { statement } from './sql.js';
 import { TaskStartMany } from './tasks.js';
 import type { ClaimAndStartRow, ClaimParams, StartingTask, TaskStartRow } from './tasks.js';
 
@@ -26,7 +26,7 @@ function limiterArrays(limiters: readonly LimiterSpec[]): [string[], number[], n
 /**
  * PENDING → CLAIMED for up to `limit` tasks of one queue, the first `start` of them written RUNNING at once, under
  * the `limiters` (sorted by key by the caller) and with `groupLimit` at most that many tasks of one group in flight,
- * groups taken in turn (`horsies_claim_limited`, migration 17). A claim that starts nothing takes at most the
+ * groups taken in turn (`routines/horsies_claim_limited.sql`). A claim that starts nothing takes at most the
  * limiters' room read without a lock; one that starts tasks locks the limiters' rows, takes at most their room and
  * records its starts. Rows come back in no particular order.
  */

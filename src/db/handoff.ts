@@ -5,7 +5,7 @@
  * queues after a claim pass that found them empty, renews the registration once half its slots are taken (one
  * statement replaces it), and takes it back, with the ids handed to it, before it claims again and when it stops.
  */
-import { statement } from './Database.js';
+import { statement } from './sql.js';
 import type { ClaimAndStartRow, WorkerIdentity } from './tasks.js';
 
 /** Parameters of {@link IdleRegister}. */

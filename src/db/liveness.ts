@@ -5,7 +5,7 @@
  * The reaper's statements judge staleness at `now` when given (an injected clock), else at the database's
  * `now()`. Heartbeats and elections always use the database clock: they are what staleness is judged from.
  */
-import { statement } from './Database.js';
+import { statement } from './sql.js';
 import type { OwnedTask, WorkerIdentity } from './tasks.js';
 
 /** A heartbeat's role: `claimer` for CLAIMED tasks, `runner` for RUNNING ones. */

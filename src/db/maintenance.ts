@@ -3,7 +3,7 @@
  * batch, so a large backlog is spread over many short statements instead of one long lock-holding one. Each
  * compares with `now` when given (an injected clock), else with the database's `now()`.
  */
-import { statement } from './Database.js';
+import { statement } from './sql.js';
 
 /** Parameters of the retention deletes: rows older than `olderThanMs` before `now` (database clock if null). */
 export interface PruneParams {

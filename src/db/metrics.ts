@@ -7,7 +7,7 @@
  * million): it runs in one process ({@link SerialPlansSet}), as a parallel plan would take as many more cores for
  * less than the time it saves.
  */
-import { statement } from './Database.js';
+import { statement } from './sql.js';
 
 /** One queue's unfinished tasks. */
 export interface QueueFiguresRow {

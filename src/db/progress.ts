@@ -4,7 +4,7 @@
  * indexed column (a HOT update) and no status, so the row trigger stays quiet; it notifies `task_progress` itself,
  * with the task's id as payload (listeners re-read the row).
  */
-import { statement } from './Database.js';
+import { statement } from './sql.js';
 
 /** Sets a running task's progress (`value`: JSON text) and notifies `channel`; no row when the claim is gone. */
 export const TaskProgressSet = statement<

@@ -14,7 +14,7 @@
  * run as their caller (none is SECURITY DEFINER), so what a role may do through `horsies_claim_tasks` and the
  * other routines is exactly what its table privileges allow; EXECUTE stays granted to PUBLIC, PostgreSQL's default.
  */
-import { quoteIdentifier } from './Database.js';
+import { quoteIdentifier } from './sql.js';
 
 /** The three role names. */
 export interface RoleNames {

@@ -1,87 +1,82 @@
 /**
- * The server-side routines of the hot path (claim, start, claim that starts: `horsies_claim_tasks`,
- * `horsies_start_tasks`, `horsies_claim_and_start`, called by `TaskClaim`, `TaskStartMany` and
- * `TaskClaimAndStart` in `tasks.ts`; the room under a cap, `horsies_cap_room`, called by `CapRoom` and
- * `TaskClaimWithinCap` in `capacity.ts`) live in the database, created by migrations. A hand edit of one of them in
- * a live database would change how every worker claims, unseen by the code: {@link routineDrift} compares each
- * installed body with the one its newest migration defines.
+ * The server-side routines live in the database, each created from its file in `routines/` by the migrator. A hand
+ * edit of one in a live database would change how every worker claims, starts, finishes or sends, unseen by the
+ * code: {@link routineDrift} compares every installed routine of the schema with its file's definition.
  */
-import { renderSql, statement } from './Database.js';
+import { loadRoutines, routineDefinition } from './migrationFiles.js';
+import type { Routine } from './migrationFiles.js';
 import type { Database } from './Database.js';
-import { loadMigrations } from './Migrator.js';
-import type { Migration } from './Migrator.js';
+import { quoteIdentifier, renderSql, statement } from './sql.js';
 
-/** The routines `tasks.ts` calls, by name. */
-export const HOT_ROUTINES = [
-  'horsies_claim_tasks',
-  'horsies_start_tasks',
-  'horsies_claim_and_start',
-  'horsies_cap_room',
-] as const;
-
-/** The installed source of routines of a schema, by name. */
-export const RoutineSourceList = statement<{ schema: string; names: readonly string[] }, RoutineSourceRow>(
-  'RoutineSourceList',
-  `SELECT p.proname AS name, p.prosrc AS source
+/** The definition of every function and procedure of a schema whose name starts with `horsies_`. */
+export const RoutineDefinitionList = statement<{ schema: string }, RoutineDefinitionRow>(
+  'RoutineDefinitionList',
+  `SELECT p.proname AS name, pg_catalog.pg_get_functiondef(p.oid) AS definition
    FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
-   WHERE n.nspname = $1 AND p.proname = ANY ($2::text[])`,
-  ({ schema, names }) => [schema, names],
+   WHERE n.nspname = $1 AND p.prokind IN ('f', 'p') AND p.proname LIKE 'horsies\\_%'
+   ORDER BY p.proname, pg_catalog.pg_get_function_identity_arguments(p.oid)`,
+  ({ schema }) => [schema],
 );
 
-/** A row of {@link RoutineSourceList}. */
-export interface RoutineSourceRow {
+/** A row of {@link RoutineDefinitionList}. */
+export interface RoutineDefinitionRow {
   name: string;
-  source: string;
+  definition: string;
 }
 
-/** A routine whose installed body is not the one its migration defines. */
+/** A routine whose installed definition is not its file's. */
 export interface RoutineDrift {
   name: string;
-  /** `missing`: not installed; `changed`: installed with another body; `undefined`: no migration defines it. */
-  problem: 'missing' | 'changed' | 'undefined';
-  /** The migration that defines it last, when one does. */
-  migration: string | null;
+  /**
+   * `missing`: not installed; `changed`: installed with another definition (body, arguments or settings);
+   * `overloaded`: installed more than once, with several argument lists; `unknown`: installed, and no file defines
+   * it (left over, or made by hand).
+   */
+  problem: 'missing' | 'changed' | 'overloaded' | 'unknown';
+  /** The routine's file, relative to the package's `db/` folder, when one defines it. */
+  file: string | null;
 }
 
-/** The body (schema not yet rendered) each routine gets from the newest migration that creates or replaces it. */
-export function routineBodies(
-  names: readonly string[],
-  migrations: Migration[] = loadMigrations(),
-): Map<string, { body: string; migration: string }> {
-  const bodies = new Map<string, { body: string; migration: string }>();
-  for (const m of migrations) {
-    for (const name of names) {
-      const header = new RegExp(
-        `CREATE\\s+(?:OR\\s+REPLACE\\s+)?(?:FUNCTION|PROCEDURE)\\s+\\{\\{schema\\}\\}\\.${name}\\s*\\(`,
-        'g',
-      );
-      for (const match of m.sql.matchAll(header)) {
-        const open = m.sql.indexOf('$$', match.index);
-        const close = open < 0 ? -1 : m.sql.indexOf('$$', open + 2);
-        if (close > open) bodies.set(name, { body: m.sql.slice(open + 2, close), migration: m.name });
-      }
-    }
+/**
+ * A definition as compared: the schema's name taken out of the function's own name and argument types (which
+ * `pg_get_functiondef` prints bare or quoted, as needed), white space runs made one space, no final `;`.
+ */
+function comparable(definition: string, schema: string): string {
+  const split = definition.search(/\nAS \$/);
+  const head = split < 0 ? definition : definition.slice(0, split);
+  const rest = split < 0 ? '' : definition.slice(split);
+  return (head.replaceAll(`${quoteIdentifier(schema)}.`, '').replaceAll(`${schema}.`, '') + rest)
+    .replace(/;\s*$/, '')
+    .replace(/\s+/g, ' ')
+    .trim();
+}
+
+/**
+ * The drift of installed routines (rows of {@link RoutineDefinitionList}) from the routine files: every routine
+ * whose installed definition is not its file's, and those no file defines.
+ */
+export function driftOf(routines: Routine[], rows: RoutineDefinitionRow[], schema: string): RoutineDrift[] {
+  const installed = new Map<string, string[]>();
+  for (const row of rows) installed.set(row.name, [...(installed.get(row.name) ?? []), row.definition]);
+  const drift: RoutineDrift[] = [];
+  for (const routine of routines) {
+    const file = `routines/${routine.name}.sql`;
+    const have = installed.get(routine.name) ?? [];
+    installed.delete(routine.name);
+    const want = comparable(renderSql(routineDefinition(routine), schema), schema);
+    if (have.length === 0) drift.push({ name: routine.name, problem: 'missing', file });
+    else if (have.length > 1) drift.push({ name: routine.name, problem: 'overloaded', file });
+    else if (comparable(have[0] ?? '', schema) !== want)
+      drift.push({ name: routine.name, problem: 'changed', file });
   }
-  return bodies;
+  for (const name of installed.keys()) drift.push({ name, problem: 'unknown', file: null });
+  return drift;
 }
 
-/** Routines of `names` (default: the hot path's) whose installed body differs from their migration's. */
+/** Every routine of the schema whose installed definition differs from its file's, and those no file defines. */
 export async function routineDrift(
   db: Database,
-  names: readonly string[] = HOT_ROUTINES,
+  routines: Routine[] = loadRoutines(),
 ): Promise<RoutineDrift[]> {
-  const expected = routineBodies(names);
-  const installed = new Map(
-    (await db.run(RoutineSourceList, { schema: db.schema, names })).map((r) => [r.name, r.source]),
-  );
-  const drift: RoutineDrift[] = [];
-  for (const name of names) {
-    const want = expected.get(name);
-    const have = installed.get(name);
-    if (!want) drift.push({ name, problem: 'undefined', migration: null });
-    else if (have === undefined) drift.push({ name, problem: 'missing', migration: want.migration });
-    else if (have !== renderSql(want.body, db.schema))
-      drift.push({ name, problem: 'changed', migration: want.migration });
-  }
-  return drift;
+  return driftOf(routines, await db.run(RoutineDefinitionList, { schema: db.schema }), db.schema);
 }

@@ -4,7 +4,7 @@
  * slot's task, so two schedulers (or one that died half-way) never send a slot twice. Times the scheduler compares
  * with are computed in the library from one `now` per pass; `updated_at` is the database's own.
  */
-import { statement } from './Database.js';
+import { statement } from './sql.js';
 
 /** A row of `horsies_schedule_state`. */
 export interface ScheduleStateRow {

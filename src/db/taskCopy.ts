@@ -13,7 +13,7 @@ import { pipeline } from 'node:stream/promises';
 import pg from 'pg';
 import { from as copyFrom } from 'pg-copy-streams';
 import type { Database, Queryable } from './Database.js';
-import { renderSql } from './Database.js';
+import { renderSql } from './sql.js';
 import type { TaskInsert, TraceCarrier } from './tasks.js';
 
 /** The optional columns a copy carries, each only when some task has a value for it. */

@@ -3,7 +3,7 @@
  * (start, finish) is fenced: it names the worker and the claim generation it holds, and changes nothing when a
  * later claim superseded it. Times come from the database clock.
  */
-import { statement } from './Database.js';
+import { statement } from './sql.js';
 
 /** A full row of `horsies_tasks` as node-postgres returns it. */
 export interface TaskRow {
@@ -142,7 +142,8 @@ export interface TaskInsertConflictRow {
  */
 export const TaskInsertMany = statement<{ tasks: TaskInsert[] }, TaskInsertConflictRow>(
   'TaskInsertMany',
-  // The statement is horsies_insert_tasks's (migration 21), which keeps its lookups on the indexes.
+  // The statement is horsies_insert_tasks's (routines/horsies_insert_tasks.sql), which keeps its lookups on the
+  // indexes.
   'SELECT * FROM {{schema}}.horsies_insert_tasks($1::json)',
   ({ tasks }) => [`[${tasks.map(insertJson).join(',')}]`],
 );
@@ -166,7 +167,7 @@ function insertJson(t: TaskInsert): string {
  * Inserts one task that cannot repeat (a generated id, no idempotency key), the commonest send: its values as
  * parameters, without {@link TaskInsertMany}'s JSON and conflict lookup, which cost the client and the server
  * more than the insert itself for a single row. With `handoff`, a task due now goes straight to an idle worker
- * that registered a free slot for its queue, claimed and started for it (`horsies_send_one`, migration 27); the
+ * that registered a free slot for its queue, claimed and started for it (`routines/horsies_send_one.sql`); the
  * row says which worker (`handed_to`), or null when the task was inserted PENDING.
  */
 export const TaskInsertOne = statement<{ task: TaskInsert; handoff: boolean }, { handed_to: string | null }>(
@@ -315,8 +316,8 @@ export interface ClaimParams {
 
 /**
  * PENDING → CLAIMED for up to `limit` tasks of one queue (unless it is paused) and the given names, in priority
- * then enqueue order, without waiting on other claimers (`horsies_claim_tasks`, migration 6; `routines.ts`
- * checks that the installed routine is the migration's).
+ * then enqueue order, without waiting on other claimers (`routines/horsies_claim_tasks.sql`; `routines.ts`
+ * checks that the installed routine is its file's).
  */
 export const TaskClaim = statement<ClaimParams, ClaimedTaskRow>(
   'TaskClaim',
@@ -367,9 +368,9 @@ export function claimAndStartSql(limit: string, room?: string): string {
 
 /**
  * A claim as {@link TaskClaim} that writes the first `start` of the claimed tasks (in claim order) RUNNING at
- * once, in the same row update and commit (`horsies_claim_and_start`, migration 15); the others stay CLAIMED.
+ * once, in the same row update and commit (`routines/horsies_claim_and_start.sql`); the others stay CLAIMED.
  * Rows come back in no particular order. The commit waits for its WAL flush only when it starts tasks and
- * `waitForFlush` is set (see migration 15 for why that is safe).
+ * `waitForFlush` is set (the routine's file says why that is safe).
  */
 export const TaskClaimAndStart = statement<ClaimAndStartParams, ClaimAndStartRow>(
   'TaskClaimAndStart',
@@ -413,8 +414,8 @@ export interface TaskStartRow {
  * CLAIMED → RUNNING for tasks this worker still owns, counting a new attempt; or CLAIMED → EXPIRED
  * (`TASK_EXPIRED`, no attempt row) for those whose `good_until` passed while they were claimed. Tasks missing
  * from the result were reclaimed or cancelled meanwhile and must not run. Workflow tasks whose workflow no longer
- * runs come back STOPPED: handed back to PENDING, no attempt (`horsies_start_tasks`, migrations 6 and 10).
- * With `waitForFlush: false` the commit does not wait for the WAL flush (see migration 6 for what that risks).
+ * runs come back STOPPED: handed back to PENDING, no attempt (`routines/horsies_start_tasks.sql`).
+ * With `waitForFlush: false` the commit does not wait for the WAL flush (`routines/horsies_claim_and_start.sql` says what that risks).
  */
 export const TaskStartMany = statement<
   { workerId: string; tasks: StartingTask[]; waitForFlush?: boolean },
@@ -497,7 +498,7 @@ export const TaskFinishMany = statement<
   TaskFinishRow
 >(
   'TaskFinishMany',
-  // A function (migration 19) so that its plan is made once per connection: as a statement of its own, a batch
+  // A routine (routines/horsies_finish_tasks.sql) so that its plan is made once per connection: as a statement of its own, a batch
   // of one outcome was planned anew at every call (1.5 ms of planning for 0.7 ms of execution).
   `SELECT * FROM {{schema}}.horsies_finish_tasks($1::text[], $2::text[], $3::int[], $4::text[], $5::jsonb[],
      $6::text[], $7::text[], $8::text[], $9::int[], $10::bool[], $11::bool, $12::bool)`,

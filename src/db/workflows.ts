@@ -3,7 +3,7 @@
  * nodes runs inside a transaction that first locks the workflow's row ({@link WorkflowLock}): one lock order,
  * workflow before nodes before tasks, everywhere.
  */
-import { statement } from './Database.js';
+import { statement } from './sql.js';
 import type { TraceCarrier } from './tasks.js';
 
 /** Workflow statuses, as stored (the table's CHECK). */

@@ -5,7 +5,8 @@
  */
 import { databaseClock } from '../clock.js';
 import type { Clock } from '../clock.js';
-import type { Database, Statement } from '../db/Database.js';
+import type { Database } from '../db/Database.js';
+import type { Statement } from '../db/sql.js';
 import {
   HeartbeatPrune,
   TaskPruneFinished,

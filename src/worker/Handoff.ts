@@ -1,5 +1,5 @@
 /**
- * Single sends handed to this worker while it is idle (`handoff`, migrations 27 and 28). After a claim pass that left
+ * Single sends handed to this worker while it is idle (`handoff`: `routines/horsies_send_one.sql` and the table `horsies_idle_slots`). After a claim pass that left
  * its queues empty, the worker reserves its free slots in the dispatcher and registers them, one count for every
  * queue of the worker that nothing meters (no cap, rate limit or group limit); a send that finds the
  * registration inserts its task claimed and started for this worker and notifies it on its own channel with the

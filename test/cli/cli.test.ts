@@ -1,7 +1,7 @@
 /** The `horsies` command line, run as real processes. */
 import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
-import { loadMigrations } from '../../src/db/Migrator.js';
+import { loadMigrations } from '../../src/db/migrationFiles.js';
 import { runCli } from '../support/cli.js';
 import { databaseUrl, eventually, freshSchemaName, useTestSchema } from '../support/db.js';
 import { startWorkerProcess } from '../support/processes.js';

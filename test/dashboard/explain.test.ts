@@ -5,7 +5,7 @@
  * there is still no sequential scan, so the statements stay safe if they are ever prepared.
  */
 import { beforeAll, describe, expect, it } from 'vitest';
-import { renderSql } from '../../src/db/Database.js';
+import { renderSql } from '../../src/db/sql.js';
 import { fillTasks, pageQueries } from '../../scripts/dashboard-data.js';
 import { useTestSchema } from '../support/db.js';
 

@@ -7,7 +7,8 @@
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { Database, statement } from '../../src/db/Database.js';
+import { Database } from '../../src/db/Database.js';
+import { statement } from '../../src/db/sql.js';
 import { migrate } from '../../src/db/Migrator.js';
 import { createWorker } from '../../src/worker/Worker.js';
 import { workflow } from '../../src/workflow/WorkflowDefinition.js';

@@ -5,7 +5,7 @@
 import { readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { latestMigrationVersion } from '../../src/db/Migrator.js';
+import { latestMigrationVersion } from '../../src/db/schemaVersion.js';
 import { factoriesFor } from '../support/factories.js';
 import { runCli } from '../support/cli.js';
 import { databaseUrl, freshSchemaName, useTestSchema } from '../support/db.js';

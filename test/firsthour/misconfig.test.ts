@@ -18,7 +18,9 @@ import {
 } from '../../src/errors.js';
 import { freePort } from '../../src/dev/EmbeddedServer.js';
 import { Database } from '../../src/db/Database.js';
-import { latestMigrationVersion, loadMigrations, migrate } from '../../src/db/Migrator.js';
+import { migrate } from '../../src/db/Migrator.js';
+import { loadMigrations } from '../../src/db/migrationFiles.js';
+import { latestMigrationVersion } from '../../src/db/schemaVersion.js';
 import { runCli } from '../support/cli.js';
 import { databaseUrl, freshSchemaName, testLogger } from '../support/db.js';
 import { startProcess } from './support.js';

@@ -4,7 +4,7 @@
  */
 import { expect, it } from 'vitest';
 import { z } from 'zod';
-import type { Statement } from '../../src/db/Database.js';
+import type { Statement } from '../../src/db/sql.js';
 import { TaskStartMany } from '../../src/db/tasks.js';
 import { createWorker } from '../../src/worker/Worker.js';
 import { drainWith, useTestSchema } from '../support/db.js';

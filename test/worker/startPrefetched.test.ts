@@ -6,7 +6,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import type { Statement } from '../../src/db/Database.js';
+import type { Statement } from '../../src/db/sql.js';
 import { TaskStartMany } from '../../src/db/tasks.js';
 import { createWorker } from '../../src/worker/Worker.js';
 import { eventually, trackStarts, useTestSchema, waitForEvent } from '../support/db.js';
