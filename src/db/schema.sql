@@ -1,0 +1,1361 @@
+-- Generated: do not edit. The schema a fresh migrate creates, read back from the catalog by
+-- src/db/schemaDump.ts; {{schema}} stands for the schema name. Update it with `npm run schema:write`;
+-- `npm run schema:check` (part of `npm run check`) and test/db/schemaDump.test.ts compare it with a migrate.
+
+-- applied migrations (the versions only; the rest of the rows is data):
+--   0001 task_tables
+--   0002 failure_semantics
+--   0003 liveness
+--   0004 capacity
+--   0005 row_update_trigger
+--   0006 hot_transitions
+--   0007 workflows
+--   0008 schedule_control
+--   0009 dashboard_indexes
+--   0010 workflow_control
+--   0011 observability
+--   0012 paused_workflow_check
+--   0013 flow_keys
+--   0014 flow_limits
+--   0015 direct_start
+--   0016 row_bounds
+--   0017 flow_claims
+--   0018 row_check_function
+--   0019 generic_finish
+--   0020 fixed_plans
+--   0021 keyed_insert_plan
+--   0022 cap_room
+--   0023 rate_order
+--   0024 room_notice
+--   0025 claim_start_order
+--   0026 byte_order_keys
+--   0027 send_handoff
+--   0028 handoff_queues
+
+-- sequence horsies_heartbeats_id_seq
+CREATE SEQUENCE {{schema}}.horsies_heartbeats_id_seq AS bigint
+  START WITH 1 INCREMENT BY 1
+  MINVALUE 1 MAXVALUE 9223372036854775807 CACHE 1
+  OWNED BY {{schema}}.horsies_heartbeats.id;
+
+-- sequence horsies_task_attempts_id_seq
+CREATE SEQUENCE {{schema}}.horsies_task_attempts_id_seq AS bigint
+  START WITH 1 INCREMENT BY 1
+  MINVALUE 1 MAXVALUE 9223372036854775807 CACHE 1
+  OWNED BY {{schema}}.horsies_task_attempts.id;
+
+-- sequence horsies_worker_states_id_seq
+CREATE SEQUENCE {{schema}}.horsies_worker_states_id_seq AS bigint
+  START WITH 1 INCREMENT BY 1
+  MINVALUE 1 MAXVALUE 9223372036854775807 CACHE 1
+  OWNED BY {{schema}}.horsies_worker_states.id;
+
+-- table horsies_group_limits
+CREATE TABLE {{schema}}.horsies_group_limits (
+  queue_name character varying(100) COLLATE "C" NOT NULL,
+  group_limit integer NOT NULL,
+  group_cursor character varying(255) COLLATE "C",
+  updated_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+-- table horsies_heartbeats
+CREATE TABLE {{schema}}.horsies_heartbeats (
+  id bigint DEFAULT nextval('{{schema}}.horsies_heartbeats_id_seq'::regclass) NOT NULL,
+  task_id character varying(36) COLLATE "C" NOT NULL,
+  sender_id character varying(255) COLLATE "C" NOT NULL,
+  role character varying(20) COLLATE "C" NOT NULL,
+  sent_at timestamp with time zone DEFAULT now() NOT NULL,
+  hostname character varying(255) COLLATE "C",
+  pid integer
+);
+
+-- table horsies_idle_slots
+CREATE TABLE {{schema}}.horsies_idle_slots (
+  queue_name character varying(100) COLLATE "C" NOT NULL,
+  worker_id character varying(255) COLLATE "C" NOT NULL,
+  task_names text[] COLLATE "C" NOT NULL,
+  free integer NOT NULL,
+  lock_key bigint NOT NULL,
+  channel text COLLATE "C" NOT NULL,
+  token bigint NOT NULL,
+  lease_ms integer NOT NULL,
+  worker_hostname character varying(255),
+  worker_pid integer,
+  worker_process_name character varying(255),
+  handed text[] COLLATE "C" DEFAULT '{}'::text[] NOT NULL,
+  registered_at timestamp with time zone DEFAULT now() NOT NULL,
+  queue_names text[] COLLATE "C"
+);
+
+-- table horsies_leaders
+CREATE TABLE {{schema}}.horsies_leaders (
+  name character varying(100) COLLATE "C" NOT NULL,
+  leader_id character varying(255) COLLATE "C" NOT NULL,
+  elected_at timestamp with time zone DEFAULT now() NOT NULL,
+  renewed_at timestamp with time zone DEFAULT now() NOT NULL,
+  expires_at timestamp with time zone NOT NULL
+);
+
+-- table horsies_queue_state
+CREATE TABLE {{schema}}.horsies_queue_state (
+  queue_name character varying(100) COLLATE "C" NOT NULL,
+  paused boolean DEFAULT false NOT NULL,
+  paused_at timestamp with time zone,
+  updated_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+-- table horsies_rate_limiters
+CREATE TABLE {{schema}}.horsies_rate_limiters (
+  limiter_key character varying(300) COLLATE "C" NOT NULL,
+  max_starts integer NOT NULL,
+  interval_ms integer NOT NULL,
+  window_at timestamp with time zone[] DEFAULT '{}'::timestamp with time zone[] NOT NULL,
+  window_count integer[] DEFAULT '{}'::integer[] NOT NULL,
+  paused_until timestamp with time zone,
+  updated_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+-- table horsies_schedule_state
+CREATE TABLE {{schema}}.horsies_schedule_state (
+  schedule_name character varying(255) COLLATE "C" NOT NULL,
+  last_run_at timestamp with time zone,
+  next_run_at timestamp with time zone,
+  last_task_id character varying(36) COLLATE "C",
+  run_count integer DEFAULT 0 NOT NULL,
+  config_hash character varying(64) COLLATE "C",
+  updated_at timestamp with time zone DEFAULT now() NOT NULL,
+  paused boolean DEFAULT false NOT NULL,
+  last_error text,
+  last_error_at timestamp with time zone
+);
+
+-- table horsies_schema_migrations
+CREATE TABLE {{schema}}.horsies_schema_migrations (
+  version integer NOT NULL,
+  name text NOT NULL,
+  applied_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+-- table horsies_schema_routines
+CREATE TABLE {{schema}}.horsies_schema_routines (
+  name text NOT NULL,
+  hash text NOT NULL,
+  applied_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+-- table horsies_task_attempts
+CREATE TABLE {{schema}}.horsies_task_attempts (
+  id bigint DEFAULT nextval('{{schema}}.horsies_task_attempts_id_seq'::regclass) NOT NULL,
+  task_id character varying(36) COLLATE "C" NOT NULL,
+  attempt integer NOT NULL,
+  outcome character varying(32) COLLATE "C" NOT NULL,
+  will_retry boolean DEFAULT false NOT NULL,
+  started_at timestamp with time zone,
+  finished_at timestamp with time zone NOT NULL,
+  error_code text COLLATE "C",
+  error_message text,
+  failed_reason text,
+  worker_id character varying(255) COLLATE "C",
+  worker_hostname character varying(255) COLLATE "C",
+  worker_pid integer,
+  worker_process_name character varying(255) COLLATE "C",
+  created_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+-- table horsies_tasks
+CREATE TABLE {{schema}}.horsies_tasks (
+  id character varying(36) COLLATE "C" NOT NULL,
+  task_name character varying(255) COLLATE "C" NOT NULL,
+  queue_name character varying(100) COLLATE "C" NOT NULL,
+  priority integer DEFAULT 100 NOT NULL,
+  args jsonb DEFAULT '[]'::jsonb NOT NULL,
+  kwargs jsonb DEFAULT '{}'::jsonb NOT NULL,
+  status character varying(16) DEFAULT 'PENDING'::character varying NOT NULL,
+  sent_at timestamp with time zone DEFAULT now() NOT NULL,
+  enqueued_at timestamp with time zone DEFAULT now() NOT NULL,
+  claimed_at timestamp with time zone,
+  started_at timestamp with time zone,
+  completed_at timestamp with time zone,
+  failed_at timestamp with time zone,
+  finished_at timestamp with time zone,
+  result jsonb,
+  failed_reason text,
+  error_code text COLLATE "C",
+  claimed boolean DEFAULT false NOT NULL,
+  claimed_by_worker_id character varying(255) COLLATE "C",
+  claim_generation integer DEFAULT 0 NOT NULL,
+  claim_expires_at timestamp with time zone,
+  good_until timestamp with time zone,
+  attempt integer DEFAULT 0 NOT NULL,
+  retry_count integer DEFAULT 0 NOT NULL,
+  max_retries integer DEFAULT 0 NOT NULL,
+  next_retry_at timestamp with time zone,
+  task_options jsonb,
+  worker_pid integer,
+  worker_hostname character varying(255) COLLATE "C",
+  worker_process_name character varying(255) COLLATE "C",
+  enqueue_sha character varying(64) COLLATE "C",
+  idempotency_key character varying(255) COLLATE "C",
+  created_at timestamp with time zone DEFAULT now() NOT NULL,
+  updated_at timestamp with time zone DEFAULT now() NOT NULL,
+  cancel_requested_at timestamp with time zone,
+  resubmit_count integer DEFAULT 0 NOT NULL,
+  resubmitted_at timestamp with time zone,
+  retention_ms bigint,
+  purge_after timestamp with time zone,
+  workflow_id character varying(36) COLLATE "C",
+  workflow_node integer,
+  progress jsonb,
+  progress_at timestamp with time zone,
+  progress_attempt integer,
+  trace_context jsonb,
+  workflow_node_id character varying(255) COLLATE "C",
+  group_key character varying(255) COLLATE "C",
+  dedupe_key character varying(255) COLLATE "C",
+  dedupe_scope character varying(16) COLLATE "C",
+  dedupe_window_ms bigint,
+  dedupe_held boolean
+)
+WITH (fillfactor=85);
+
+-- table horsies_worker_states
+CREATE TABLE {{schema}}.horsies_worker_states (
+  id bigint DEFAULT nextval('{{schema}}.horsies_worker_states_id_seq'::regclass) NOT NULL,
+  worker_id character varying(255) COLLATE "C" NOT NULL,
+  snapshot_at timestamp with time zone DEFAULT now() NOT NULL,
+  hostname character varying(255) COLLATE "C",
+  pid integer,
+  processes integer,
+  queues character varying(100)[],
+  tasks_running integer,
+  tasks_claimed integer,
+  memory_usage_mb double precision,
+  cpu_percent double precision,
+  memory_percent double precision,
+  max_claim_batch integer,
+  max_claim_per_worker integer,
+  cluster_wide_cap integer,
+  queue_priorities jsonb,
+  queue_max_concurrency jsonb,
+  recovery_config jsonb,
+  worker_started_at timestamp with time zone,
+  task_names character varying(255)[]
+);
+
+-- table horsies_workflow_tasks
+CREATE TABLE {{schema}}.horsies_workflow_tasks (
+  workflow_id character varying(36) COLLATE "C" NOT NULL,
+  node_index integer NOT NULL,
+  node_id character varying(255) COLLATE "C" NOT NULL,
+  task_name character varying(255) COLLATE "C" NOT NULL,
+  queue_name character varying(100) COLLATE "C" NOT NULL,
+  priority integer NOT NULL,
+  dependencies integer[] DEFAULT '{}'::integer[] NOT NULL,
+  dependents integer[] DEFAULT '{}'::integer[] NOT NULL,
+  join_rule character varying(8) COLLATE "C" DEFAULT 'all'::character varying NOT NULL,
+  min_success integer,
+  allow_failed_deps boolean DEFAULT false NOT NULL,
+  input_template jsonb NOT NULL,
+  max_retries integer DEFAULT 0 NOT NULL,
+  task_options jsonb,
+  good_until timestamp with time zone,
+  status character varying(16) NOT NULL,
+  deps_completed integer DEFAULT 0 NOT NULL,
+  deps_failed integer DEFAULT 0 NOT NULL,
+  deps_skipped integer DEFAULT 0 NOT NULL,
+  task_id character varying(36) COLLATE "C",
+  child_workflow_id character varying(36) COLLATE "C",
+  result jsonb,
+  error_code character varying(100) COLLATE "C",
+  enqueued_at timestamp with time zone,
+  completed_at timestamp with time zone,
+  created_at timestamp with time zone DEFAULT now() NOT NULL,
+  updated_at timestamp with time zone DEFAULT now() NOT NULL,
+  subworkflow character varying(255) COLLATE "C",
+  node_key text COLLATE "C" GENERATED ALWAYS AS ((workflow_id::text || ':'::text) || node_index) STORED
+);
+
+-- table horsies_workflows
+CREATE TABLE {{schema}}.horsies_workflows (
+  id character varying(36) COLLATE "C" NOT NULL,
+  name character varying(255) COLLATE "C" NOT NULL,
+  status character varying(16) NOT NULL,
+  on_error character varying(8) COLLATE "C" DEFAULT 'fail'::character varying NOT NULL,
+  output_index integer,
+  success_policy jsonb,
+  definition_sha character varying(64) COLLATE "C" NOT NULL,
+  params jsonb,
+  result jsonb,
+  error_code character varying(100) COLLATE "C",
+  nodes_total integer NOT NULL,
+  nodes_terminal integer DEFAULT 0 NOT NULL,
+  parent_workflow_id character varying(36) COLLATE "C",
+  parent_node_index integer,
+  root_workflow_id character varying(36) COLLATE "C" NOT NULL,
+  depth integer DEFAULT 0 NOT NULL,
+  sent_at timestamp with time zone DEFAULT now() NOT NULL,
+  started_at timestamp with time zone,
+  completed_at timestamp with time zone,
+  created_at timestamp with time zone DEFAULT now() NOT NULL,
+  updated_at timestamp with time zone DEFAULT now() NOT NULL,
+  trace_context jsonb
+);
+
+-- constraint horsies_group_limits.horsies_group_limits_limit_check
+ALTER TABLE {{schema}}.horsies_group_limits ADD CONSTRAINT horsies_group_limits_limit_check CHECK (group_limit > 0);
+
+-- constraint horsies_group_limits.horsies_group_limits_pkey
+ALTER TABLE {{schema}}.horsies_group_limits ADD CONSTRAINT horsies_group_limits_pkey PRIMARY KEY (queue_name);
+
+-- constraint horsies_heartbeats.horsies_heartbeats_pkey
+ALTER TABLE {{schema}}.horsies_heartbeats ADD CONSTRAINT horsies_heartbeats_pkey PRIMARY KEY (id);
+
+-- constraint horsies_heartbeats.horsies_heartbeats_role_check
+ALTER TABLE {{schema}}.horsies_heartbeats ADD CONSTRAINT horsies_heartbeats_role_check CHECK (role::text = ANY (ARRAY['claimer'::character varying::text, 'runner'::character varying::text]));
+
+-- constraint horsies_idle_slots.horsies_idle_slots_free_check
+ALTER TABLE {{schema}}.horsies_idle_slots ADD CONSTRAINT horsies_idle_slots_free_check CHECK (free >= 0);
+
+-- constraint horsies_idle_slots.horsies_idle_slots_lease_check
+ALTER TABLE {{schema}}.horsies_idle_slots ADD CONSTRAINT horsies_idle_slots_lease_check CHECK (lease_ms > 0);
+
+-- constraint horsies_idle_slots.horsies_idle_slots_pkey
+ALTER TABLE {{schema}}.horsies_idle_slots ADD CONSTRAINT horsies_idle_slots_pkey PRIMARY KEY (queue_name, worker_id);
+
+-- constraint horsies_leaders.horsies_leaders_expiry_check
+ALTER TABLE {{schema}}.horsies_leaders ADD CONSTRAINT horsies_leaders_expiry_check CHECK (expires_at > elected_at);
+
+-- constraint horsies_leaders.horsies_leaders_pkey
+ALTER TABLE {{schema}}.horsies_leaders ADD CONSTRAINT horsies_leaders_pkey PRIMARY KEY (name);
+
+-- constraint horsies_queue_state.horsies_queue_state_paused_check
+ALTER TABLE {{schema}}.horsies_queue_state ADD CONSTRAINT horsies_queue_state_paused_check CHECK (paused = (paused_at IS NOT NULL));
+
+-- constraint horsies_queue_state.horsies_queue_state_pkey
+ALTER TABLE {{schema}}.horsies_queue_state ADD CONSTRAINT horsies_queue_state_pkey PRIMARY KEY (queue_name);
+
+-- constraint horsies_rate_limiters.horsies_rate_limiters_pkey
+ALTER TABLE {{schema}}.horsies_rate_limiters ADD CONSTRAINT horsies_rate_limiters_pkey PRIMARY KEY (limiter_key);
+
+-- constraint horsies_rate_limiters.horsies_rate_limiters_settings_check
+ALTER TABLE {{schema}}.horsies_rate_limiters ADD CONSTRAINT horsies_rate_limiters_settings_check CHECK (max_starts > 0 AND interval_ms > 0);
+
+-- constraint horsies_rate_limiters.horsies_rate_limiters_window_check
+ALTER TABLE {{schema}}.horsies_rate_limiters ADD CONSTRAINT horsies_rate_limiters_window_check CHECK (cardinality(window_at) = cardinality(window_count));
+
+-- constraint horsies_schedule_state.horsies_schedule_state_pkey
+ALTER TABLE {{schema}}.horsies_schedule_state ADD CONSTRAINT horsies_schedule_state_pkey PRIMARY KEY (schedule_name);
+
+-- constraint horsies_schedule_state.horsies_schedule_state_run_count_check
+ALTER TABLE {{schema}}.horsies_schedule_state ADD CONSTRAINT horsies_schedule_state_run_count_check CHECK (run_count >= 0);
+
+-- constraint horsies_schema_migrations.horsies_schema_migrations_pkey
+ALTER TABLE {{schema}}.horsies_schema_migrations ADD CONSTRAINT horsies_schema_migrations_pkey PRIMARY KEY (version);
+
+-- constraint horsies_schema_routines.horsies_schema_routines_pkey
+ALTER TABLE {{schema}}.horsies_schema_routines ADD CONSTRAINT horsies_schema_routines_pkey PRIMARY KEY (name);
+
+-- constraint horsies_task_attempts.horsies_task_attempts_attempt_check
+ALTER TABLE {{schema}}.horsies_task_attempts ADD CONSTRAINT horsies_task_attempts_attempt_check CHECK (attempt >= 1);
+
+-- constraint horsies_task_attempts.horsies_task_attempts_error_check
+ALTER TABLE {{schema}}.horsies_task_attempts ADD CONSTRAINT horsies_task_attempts_error_check CHECK ((outcome::text = 'COMPLETED'::text) = (error_code IS NULL));
+
+-- constraint horsies_task_attempts.horsies_task_attempts_outcome_check
+ALTER TABLE {{schema}}.horsies_task_attempts ADD CONSTRAINT horsies_task_attempts_outcome_check CHECK (outcome::text = ANY (ARRAY['COMPLETED'::character varying::text, 'FAILED'::character varying::text, 'WORKER_FAILURE'::character varying::text]));
+
+-- constraint horsies_task_attempts.horsies_task_attempts_pkey
+ALTER TABLE {{schema}}.horsies_task_attempts ADD CONSTRAINT horsies_task_attempts_pkey PRIMARY KEY (id);
+
+-- constraint horsies_task_attempts.horsies_task_attempts_task_attempt_key
+ALTER TABLE {{schema}}.horsies_task_attempts ADD CONSTRAINT horsies_task_attempts_task_attempt_key UNIQUE (task_id, attempt);
+
+-- constraint horsies_task_attempts.horsies_task_attempts_task_id_fkey
+ALTER TABLE {{schema}}.horsies_task_attempts ADD CONSTRAINT horsies_task_attempts_task_id_fkey FOREIGN KEY (task_id) REFERENCES {{schema}}.horsies_tasks(id) ON DELETE CASCADE;
+
+-- constraint horsies_tasks.horsies_tasks_pkey
+ALTER TABLE {{schema}}.horsies_tasks ADD CONSTRAINT horsies_tasks_pkey PRIMARY KEY (id);
+
+-- constraint horsies_tasks.horsies_tasks_row_check
+ALTER TABLE {{schema}}.horsies_tasks ADD CONSTRAINT horsies_tasks_row_check CHECK ({{schema}}.horsies_task_row_check(horsies_tasks.*)) NOT VALID;
+
+-- constraint horsies_worker_states.horsies_worker_states_pkey
+ALTER TABLE {{schema}}.horsies_worker_states ADD CONSTRAINT horsies_worker_states_pkey PRIMARY KEY (id);
+
+-- constraint horsies_workflow_tasks.horsies_workflow_tasks_completed_check
+ALTER TABLE {{schema}}.horsies_workflow_tasks ADD CONSTRAINT horsies_workflow_tasks_completed_check CHECK ((status::text = ANY (ARRAY['COMPLETED'::character varying, 'FAILED'::character varying, 'SKIPPED'::character varying]::text[])) = (completed_at IS NOT NULL));
+
+-- constraint horsies_workflow_tasks.horsies_workflow_tasks_counts_check
+ALTER TABLE {{schema}}.horsies_workflow_tasks ADD CONSTRAINT horsies_workflow_tasks_counts_check CHECK (deps_completed >= 0 AND deps_failed >= 0 AND deps_skipped >= 0 AND (deps_completed + deps_failed + deps_skipped) <= cardinality(dependencies));
+
+-- constraint horsies_workflow_tasks.horsies_workflow_tasks_join_check
+ALTER TABLE {{schema}}.horsies_workflow_tasks ADD CONSTRAINT horsies_workflow_tasks_join_check CHECK (join_rule::text = ANY (ARRAY['all'::character varying::text, 'any'::character varying::text, 'quorum'::character varying::text]));
+
+-- constraint horsies_workflow_tasks.horsies_workflow_tasks_linked_check
+ALTER TABLE {{schema}}.horsies_workflow_tasks ADD CONSTRAINT horsies_workflow_tasks_linked_check CHECK ((status::text <> ALL (ARRAY['ENQUEUED'::character varying::text, 'RUNNING'::character varying::text])) OR task_id IS NOT NULL OR child_workflow_id IS NOT NULL);
+
+-- constraint horsies_workflow_tasks.horsies_workflow_tasks_node_id_key
+ALTER TABLE {{schema}}.horsies_workflow_tasks ADD CONSTRAINT horsies_workflow_tasks_node_id_key UNIQUE (workflow_id, node_id);
+
+-- constraint horsies_workflow_tasks.horsies_workflow_tasks_pkey
+ALTER TABLE {{schema}}.horsies_workflow_tasks ADD CONSTRAINT horsies_workflow_tasks_pkey PRIMARY KEY (workflow_id, node_index);
+
+-- constraint horsies_workflow_tasks.horsies_workflow_tasks_priority_check
+ALTER TABLE {{schema}}.horsies_workflow_tasks ADD CONSTRAINT horsies_workflow_tasks_priority_check CHECK (priority >= 1 AND priority <= 100);
+
+-- constraint horsies_workflow_tasks.horsies_workflow_tasks_quorum_check
+ALTER TABLE {{schema}}.horsies_workflow_tasks ADD CONSTRAINT horsies_workflow_tasks_quorum_check CHECK ((join_rule::text = 'quorum'::text) = (min_success IS NOT NULL) AND (min_success IS NULL OR min_success >= 1 AND min_success <= cardinality(dependencies)));
+
+-- constraint horsies_workflow_tasks.horsies_workflow_tasks_status_check
+ALTER TABLE {{schema}}.horsies_workflow_tasks ADD CONSTRAINT horsies_workflow_tasks_status_check CHECK (status::text = ANY (ARRAY['PENDING'::character varying, 'READY'::character varying, 'ENQUEUED'::character varying, 'RUNNING'::character varying, 'COMPLETED'::character varying, 'FAILED'::character varying, 'SKIPPED'::character varying]::text[]));
+
+-- constraint horsies_workflow_tasks.horsies_workflow_tasks_subworkflow_check
+ALTER TABLE {{schema}}.horsies_workflow_tasks ADD CONSTRAINT horsies_workflow_tasks_subworkflow_check CHECK (subworkflow IS NOT NULL OR child_workflow_id IS NULL);
+
+-- constraint horsies_workflow_tasks.horsies_workflow_tasks_workflow_id_fkey
+ALTER TABLE {{schema}}.horsies_workflow_tasks ADD CONSTRAINT horsies_workflow_tasks_workflow_id_fkey FOREIGN KEY (workflow_id) REFERENCES {{schema}}.horsies_workflows(id) ON DELETE CASCADE;
+
+-- constraint horsies_workflows.horsies_workflows_completed_check
+ALTER TABLE {{schema}}.horsies_workflows ADD CONSTRAINT horsies_workflows_completed_check CHECK ((status::text = ANY (ARRAY['COMPLETED'::character varying, 'FAILED'::character varying, 'CANCELLED'::character varying]::text[])) = (completed_at IS NOT NULL));
+
+-- constraint horsies_workflows.horsies_workflows_counts_check
+ALTER TABLE {{schema}}.horsies_workflows ADD CONSTRAINT horsies_workflows_counts_check CHECK (nodes_total >= 1 AND nodes_terminal >= 0 AND nodes_terminal <= nodes_total AND depth >= 0);
+
+-- constraint horsies_workflows.horsies_workflows_on_error_check
+ALTER TABLE {{schema}}.horsies_workflows ADD CONSTRAINT horsies_workflows_on_error_check CHECK (on_error::text = ANY (ARRAY['fail'::character varying::text, 'pause'::character varying::text]));
+
+-- constraint horsies_workflows.horsies_workflows_parent_check
+ALTER TABLE {{schema}}.horsies_workflows ADD CONSTRAINT horsies_workflows_parent_check CHECK ((parent_workflow_id IS NULL) = (parent_node_index IS NULL));
+
+-- constraint horsies_workflows.horsies_workflows_parent_workflow_id_fkey
+ALTER TABLE {{schema}}.horsies_workflows ADD CONSTRAINT horsies_workflows_parent_workflow_id_fkey FOREIGN KEY (parent_workflow_id) REFERENCES {{schema}}.horsies_workflows(id) ON DELETE CASCADE;
+
+-- constraint horsies_workflows.horsies_workflows_pkey
+ALTER TABLE {{schema}}.horsies_workflows ADD CONSTRAINT horsies_workflows_pkey PRIMARY KEY (id);
+
+-- constraint horsies_workflows.horsies_workflows_status_check
+ALTER TABLE {{schema}}.horsies_workflows ADD CONSTRAINT horsies_workflows_status_check CHECK (status::text = ANY (ARRAY['PENDING'::character varying, 'RUNNING'::character varying, 'PAUSED'::character varying, 'COMPLETED'::character varying, 'FAILED'::character varying, 'CANCELLED'::character varying]::text[]));
+
+-- index horsies_group_limits_pkey
+CREATE UNIQUE INDEX horsies_group_limits_pkey ON {{schema}}.horsies_group_limits USING btree (queue_name);
+
+-- index horsies_heartbeats_pkey
+CREATE UNIQUE INDEX horsies_heartbeats_pkey ON {{schema}}.horsies_heartbeats USING btree (id);
+
+-- index horsies_heartbeats_sent_at_idx
+CREATE INDEX horsies_heartbeats_sent_at_idx ON {{schema}}.horsies_heartbeats USING btree (sent_at);
+
+-- index horsies_heartbeats_task_role_sent_idx
+CREATE INDEX horsies_heartbeats_task_role_sent_idx ON {{schema}}.horsies_heartbeats USING btree (task_id, role, sent_at DESC);
+
+-- index horsies_idle_slots_pkey
+CREATE UNIQUE INDEX horsies_idle_slots_pkey ON {{schema}}.horsies_idle_slots USING btree (queue_name, worker_id);
+
+-- index horsies_idle_slots_worker_idx
+CREATE INDEX horsies_idle_slots_worker_idx ON {{schema}}.horsies_idle_slots USING btree (worker_id);
+
+-- index horsies_leaders_pkey
+CREATE UNIQUE INDEX horsies_leaders_pkey ON {{schema}}.horsies_leaders USING btree (name);
+
+-- index horsies_queue_state_pkey
+CREATE UNIQUE INDEX horsies_queue_state_pkey ON {{schema}}.horsies_queue_state USING btree (queue_name);
+
+-- index horsies_rate_limiters_pkey
+CREATE UNIQUE INDEX horsies_rate_limiters_pkey ON {{schema}}.horsies_rate_limiters USING btree (limiter_key);
+
+-- index horsies_schedule_state_pkey
+CREATE UNIQUE INDEX horsies_schedule_state_pkey ON {{schema}}.horsies_schedule_state USING btree (schedule_name);
+
+-- index horsies_schema_migrations_pkey
+CREATE UNIQUE INDEX horsies_schema_migrations_pkey ON {{schema}}.horsies_schema_migrations USING btree (version);
+
+-- index horsies_schema_routines_pkey
+CREATE UNIQUE INDEX horsies_schema_routines_pkey ON {{schema}}.horsies_schema_routines USING btree (name);
+
+-- index horsies_task_attempts_error_code_idx
+CREATE INDEX horsies_task_attempts_error_code_idx ON {{schema}}.horsies_task_attempts USING btree (error_code) WHERE (error_code IS NOT NULL);
+
+-- index horsies_task_attempts_pkey
+CREATE UNIQUE INDEX horsies_task_attempts_pkey ON {{schema}}.horsies_task_attempts USING btree (id);
+
+-- index horsies_task_attempts_task_attempt_key
+CREATE UNIQUE INDEX horsies_task_attempts_task_attempt_key ON {{schema}}.horsies_task_attempts USING btree (task_id, attempt);
+
+-- index horsies_tasks_cancel_requested_idx
+CREATE INDEX horsies_tasks_cancel_requested_idx ON {{schema}}.horsies_tasks USING btree (claimed_by_worker_id) WHERE ((cancel_requested_at IS NOT NULL) AND claimed);
+
+-- index horsies_tasks_claim_idx
+CREATE INDEX horsies_tasks_claim_idx ON {{schema}}.horsies_tasks USING btree (queue_name, priority, enqueued_at, id) WHERE ((NOT claimed) AND (finished_at IS NULL));
+
+-- index horsies_tasks_dead_letter_error_idx
+CREATE INDEX horsies_tasks_dead_letter_error_idx ON {{schema}}.horsies_tasks USING btree (error_code, finished_at, id) WHERE ((finished_at IS NOT NULL) AND (completed_at IS NULL));
+
+-- index horsies_tasks_dead_letter_idx
+CREATE INDEX horsies_tasks_dead_letter_idx ON {{schema}}.horsies_tasks USING btree (finished_at, id) INCLUDE (task_name, queue_name, error_code) WHERE ((finished_at IS NOT NULL) AND (completed_at IS NULL));
+
+-- index horsies_tasks_dedupe_key_idx
+CREATE UNIQUE INDEX horsies_tasks_dedupe_key_idx ON {{schema}}.horsies_tasks USING btree (task_name, dedupe_key) WHERE dedupe_held;
+
+-- index horsies_tasks_error_code_idx
+CREATE INDEX horsies_tasks_error_code_idx ON {{schema}}.horsies_tasks USING btree (error_code) WHERE (error_code IS NOT NULL);
+
+-- index horsies_tasks_finished_idx
+CREATE INDEX horsies_tasks_finished_idx ON {{schema}}.horsies_tasks USING btree (finished_at) WHERE (finished_at IS NOT NULL);
+
+-- index horsies_tasks_finished_name_idx
+CREATE INDEX horsies_tasks_finished_name_idx ON {{schema}}.horsies_tasks USING btree (task_name, finished_at, id) WHERE (finished_at IS NOT NULL);
+
+-- index horsies_tasks_finished_queue_idx
+CREATE INDEX horsies_tasks_finished_queue_idx ON {{schema}}.horsies_tasks USING btree (queue_name, finished_at, id) WHERE (finished_at IS NOT NULL);
+
+-- index horsies_tasks_good_until_idx
+CREATE INDEX horsies_tasks_good_until_idx ON {{schema}}.horsies_tasks USING btree (good_until) WHERE ((good_until IS NOT NULL) AND (NOT claimed) AND (finished_at IS NULL));
+
+-- index horsies_tasks_group_in_flight_idx
+CREATE INDEX horsies_tasks_group_in_flight_idx ON {{schema}}.horsies_tasks USING btree (queue_name, group_key) WHERE (claimed AND (group_key IS NOT NULL));
+
+-- index horsies_tasks_group_pending_idx
+CREATE INDEX horsies_tasks_group_pending_idx ON {{schema}}.horsies_tasks USING btree (queue_name, group_key, priority, enqueued_at, id) WHERE ((NOT claimed) AND (finished_at IS NULL) AND (group_key IS NOT NULL));
+
+-- index horsies_tasks_idempotency_key_idx
+CREATE UNIQUE INDEX horsies_tasks_idempotency_key_idx ON {{schema}}.horsies_tasks USING btree (idempotency_key) WHERE (idempotency_key IS NOT NULL);
+
+-- index horsies_tasks_in_flight_idx
+CREATE INDEX horsies_tasks_in_flight_idx ON {{schema}}.horsies_tasks USING btree (claimed_by_worker_id) WHERE claimed;
+
+-- index horsies_tasks_pkey
+CREATE UNIQUE INDEX horsies_tasks_pkey ON {{schema}}.horsies_tasks USING btree (id);
+
+-- index horsies_tasks_purge_after_idx
+CREATE INDEX horsies_tasks_purge_after_idx ON {{schema}}.horsies_tasks USING btree (purge_after) WHERE (purge_after IS NOT NULL);
+
+-- index horsies_tasks_retrying_idx
+CREATE INDEX horsies_tasks_retrying_idx ON {{schema}}.horsies_tasks USING btree (enqueued_at, id) WHERE ((retry_count > 0) AND (NOT claimed) AND (finished_at IS NULL));
+
+-- index horsies_worker_states_pkey
+CREATE UNIQUE INDEX horsies_worker_states_pkey ON {{schema}}.horsies_worker_states USING btree (id);
+
+-- index horsies_worker_states_snapshot_at_idx
+CREATE INDEX horsies_worker_states_snapshot_at_idx ON {{schema}}.horsies_worker_states USING btree (snapshot_at);
+
+-- index horsies_worker_states_worker_snapshot_idx
+CREATE INDEX horsies_worker_states_worker_snapshot_idx ON {{schema}}.horsies_worker_states USING btree (worker_id, snapshot_at DESC);
+
+-- index horsies_workflow_tasks_node_id_key
+CREATE UNIQUE INDEX horsies_workflow_tasks_node_id_key ON {{schema}}.horsies_workflow_tasks USING btree (workflow_id, node_id);
+
+-- index horsies_workflow_tasks_node_key_idx
+CREATE UNIQUE INDEX horsies_workflow_tasks_node_key_idx ON {{schema}}.horsies_workflow_tasks USING btree (node_key);
+
+-- index horsies_workflow_tasks_open_idx
+CREATE INDEX horsies_workflow_tasks_open_idx ON {{schema}}.horsies_workflow_tasks USING btree (workflow_id, status) WHERE ((status)::text = ANY (ARRAY[('PENDING'::character varying)::text, ('READY'::character varying)::text, ('ENQUEUED'::character varying)::text, ('RUNNING'::character varying)::text]));
+
+-- index horsies_workflow_tasks_pkey
+CREATE UNIQUE INDEX horsies_workflow_tasks_pkey ON {{schema}}.horsies_workflow_tasks USING btree (workflow_id, node_index);
+
+-- index horsies_workflow_tasks_task_idx
+CREATE INDEX horsies_workflow_tasks_task_idx ON {{schema}}.horsies_workflow_tasks USING btree (task_id) WHERE (task_id IS NOT NULL);
+
+-- index horsies_workflows_completed_at_idx
+CREATE INDEX horsies_workflows_completed_at_idx ON {{schema}}.horsies_workflows USING btree (completed_at) WHERE (completed_at IS NOT NULL);
+
+-- index horsies_workflows_live_idx
+CREATE INDEX horsies_workflows_live_idx ON {{schema}}.horsies_workflows USING btree (updated_at) WHERE ((status)::text = ANY ((ARRAY['PENDING'::character varying, 'RUNNING'::character varying, 'PAUSED'::character varying])::text[]));
+
+-- index horsies_workflows_parent_idx
+CREATE INDEX horsies_workflows_parent_idx ON {{schema}}.horsies_workflows USING btree (parent_workflow_id) WHERE (parent_workflow_id IS NOT NULL);
+
+-- index horsies_workflows_paused_idx
+CREATE INDEX horsies_workflows_paused_idx ON {{schema}}.horsies_workflows USING btree (id) WHERE ((status)::text = 'PAUSED'::text);
+
+-- index horsies_workflows_pkey
+CREATE UNIQUE INDEX horsies_workflows_pkey ON {{schema}}.horsies_workflows USING btree (id);
+
+-- index horsies_workflows_sent_at_idx
+CREATE INDEX horsies_workflows_sent_at_idx ON {{schema}}.horsies_workflows USING btree (sent_at DESC, id DESC);
+
+-- statistics horsies_tasks_status_error_stats
+CREATE STATISTICS {{schema}}.horsies_tasks_status_error_stats (mcv) ON status, error_code FROM {{schema}}.horsies_tasks;
+
+-- function horsies_cap_room(p_key text, p_queue text, p_cluster_cap integer, p_queue_cap integer, p_extra integer, p_running boolean)
+CREATE OR REPLACE FUNCTION {{schema}}.horsies_cap_room(p_key text, p_queue text, p_cluster_cap integer, p_queue_cap integer, p_extra integer, p_running boolean)
+ RETURNS integer
+ LANGUAGE plpgsql
+ SET enable_seqscan TO 'off'
+AS $function$
+DECLARE
+  cluster_used integer;
+  queue_used integer;
+BEGIN
+  PERFORM pg_advisory_xact_lock(hashtextextended(p_key, 0));
+  SELECT count(*) FILTER (WHERE t.status = 'RUNNING' OR (NOT p_running AND t.claim_expires_at > now())),
+         count(*) FILTER (WHERE t.queue_name = p_queue
+                            AND (t.status = 'RUNNING' OR (NOT p_running AND t.claim_expires_at > now())))
+  INTO cluster_used, queue_used
+  FROM {{schema}}.horsies_tasks t
+  WHERE t.claimed;
+  RETURN GREATEST(0, LEAST(p_cluster_cap + p_extra - cluster_used, p_queue_cap + p_extra - queue_used));
+END;
+$function$;
+
+-- function horsies_claim_and_start(p_queue text, p_task_names text[], p_limit integer, p_lease_ms integer, p_worker_id text, p_hostname text, p_pid integer, p_process_name text, p_start integer, p_wait_for_flush boolean)
+CREATE OR REPLACE FUNCTION {{schema}}.horsies_claim_and_start(p_queue text, p_task_names text[], p_limit integer, p_lease_ms integer, p_worker_id text, p_hostname text, p_pid integer, p_process_name text, p_start integer, p_wait_for_flush boolean)
+ RETURNS TABLE(id character varying, task_name character varying, queue_name character varying, priority integer, kwargs jsonb, claim_generation integer, retry_count integer, max_retries integer, attempt integer, enqueued_at timestamp with time zone, workflow_id character varying, workflow_node integer, workflow_node_id character varying, trace_context jsonb, status character varying, started_at timestamp with time zone)
+ LANGUAGE plpgsql
+ SET plan_cache_mode TO 'force_generic_plan'
+ SET enable_seqscan TO 'off'
+ SET enable_hashjoin TO 'off'
+ SET enable_mergejoin TO 'off'
+AS $function$
+#variable_conflict use_column
+DECLARE
+  picked varchar[];
+BEGIN
+  IF p_start <= 0 OR NOT p_wait_for_flush THEN
+    PERFORM set_config('synchronous_commit', 'off', true);
+  END IF;
+  -- PENDING, in the terms of horsies_tasks_claim_idx's predicate, in claim order. The paused workflows are read
+  -- once per claim (an init plan over a small partial index), not looked up per task: a running workflow's row is
+  -- updated at every step, and reading it for each claimed task walked its chain of row versions.
+  picked := ARRAY(
+    SELECT n.id FROM {{schema}}.horsies_tasks n
+    WHERE NOT n.claimed AND n.finished_at IS NULL
+      AND n.queue_name = p_queue
+      AND n.task_name = ANY (p_task_names)
+      AND n.enqueued_at <= now()
+      AND (n.good_until IS NULL OR n.good_until > now())
+      AND NOT EXISTS (SELECT 1 FROM {{schema}}.horsies_queue_state q WHERE q.queue_name = p_queue AND q.paused)
+      AND (n.workflow_id IS NULL OR NOT n.workflow_id = ANY (ARRAY(
+        SELECT w.id FROM {{schema}}.horsies_workflows w WHERE w.status = 'PAUSED')))
+    ORDER BY n.priority, n.enqueued_at, n.id
+    LIMIT p_limit
+    FOR UPDATE OF n SKIP LOCKED);
+  IF cardinality(picked) = 0 THEN
+    RETURN;
+  END IF;
+  RETURN QUERY
+  SELECT * FROM {{schema}}.horsies_claim_rows(picked, p_start, p_lease_ms, p_worker_id, p_hostname, p_pid,
+                                              p_process_name);
+END;
+$function$;
+
+-- function horsies_claim_limited(p_queue text, p_task_names text[], p_limit integer, p_lease_ms integer, p_worker_id text, p_hostname text, p_pid integer, p_process_name text, p_keys text[], p_max integer[], p_interval_ms integer[], p_group_limit integer, p_start integer, p_wait_for_flush boolean)
+CREATE OR REPLACE FUNCTION {{schema}}.horsies_claim_limited(p_queue text, p_task_names text[], p_limit integer, p_lease_ms integer, p_worker_id text, p_hostname text, p_pid integer, p_process_name text, p_keys text[], p_max integer[], p_interval_ms integer[], p_group_limit integer, p_start integer, p_wait_for_flush boolean)
+ RETURNS TABLE(id character varying, task_name character varying, queue_name character varying, priority integer, kwargs jsonb, claim_generation integer, retry_count integer, max_retries integer, attempt integer, enqueued_at timestamp with time zone, workflow_id character varying, workflow_node integer, workflow_node_id character varying, trace_context jsonb, status character varying, started_at timestamp with time zone)
+ LANGUAGE plpgsql
+AS $function$
+#variable_conflict use_column
+DECLARE
+  wanted integer := p_limit;
+  limited boolean := cardinality(p_keys) > 0;
+  starts integer := GREATEST(p_start, 0);
+  claimed_count integer;
+  cursor_key varchar;
+  probe varchar;
+  next_key varchar;
+  wrapped boolean;
+  room integer;
+  groups varchar[] := '{}';
+  rooms integer[] := '{}';
+  ids text[];
+  last_group varchar;
+  paused_workflows varchar[];
+BEGIN
+  IF wanted <= 0 OR EXISTS (
+      SELECT 1 FROM {{schema}}.horsies_queue_state q WHERE q.queue_name = p_queue AND q.paused) THEN
+    RETURN;
+  END IF;
+  IF limited AND starts > 0 THEN
+    wanted := LEAST(wanted, (SELECT a.room FROM {{schema}}.horsies_rate_acquire(
+      p_keys, p_max, p_interval_ms, now(), wanted) a));
+  ELSIF limited THEN
+    wanted := LEAST(wanted, {{schema}}.horsies_rate_room(p_keys, p_max, p_interval_ms));
+  END IF;
+  IF wanted <= 0 THEN
+    RETURN;
+  END IF;
+  starts := LEAST(starts, wanted);
+
+  IF p_group_limit IS NULL THEN
+    -- Rate limits alone: the plain claim, which starts the first `starts`.
+    RETURN QUERY SELECT * FROM {{schema}}.horsies_claim_and_start(
+      p_queue, p_task_names, wanted, p_lease_ms, p_worker_id, p_hostname, p_pid, p_process_name, starts,
+      p_wait_for_flush);
+    IF limited THEN
+      -- Every task it returns it locked and wrote, the first `starts` of them RUNNING.
+      GET DIAGNOSTICS claimed_count = ROW_COUNT;
+      PERFORM {{schema}}.horsies_rate_record(p_keys, p_interval_ms, now(), LEAST(starts, claimed_count));
+    END IF;
+    RETURN;
+  END IF;
+
+  IF starts = 0 OR NOT p_wait_for_flush THEN
+    PERFORM set_config('synchronous_commit', 'off', true);
+  END IF;
+  PERFORM pg_advisory_xact_lock(hashtextextended('horsies.group.{{schema}}.' || p_queue, 0));
+  INSERT INTO {{schema}}.horsies_group_limits AS g (queue_name, group_limit)
+  VALUES (p_queue, p_group_limit)
+  ON CONFLICT (queue_name) DO UPDATE SET group_limit = EXCLUDED.group_limit, updated_at = now()
+    WHERE g.group_limit <> EXCLUDED.group_limit;
+  SELECT g.group_cursor INTO cursor_key FROM {{schema}}.horsies_group_limits g WHERE g.queue_name = p_queue;
+  paused_workflows := ARRAY(SELECT w.id FROM {{schema}}.horsies_workflows w WHERE w.status = 'PAUSED');
+
+  -- The turn: groups with PENDING tasks after the cursor, then from the first up to the cursor itself.
+  probe := cursor_key;
+  wrapped := cursor_key IS NULL;
+  LOOP
+    -- Two statements, not one with "probe IS NULL OR ...", whose plan could not use the bound.
+    IF probe IS NULL THEN
+      SELECT min(n.group_key) INTO next_key FROM {{schema}}.horsies_tasks n
+      WHERE NOT n.claimed AND n.finished_at IS NULL AND n.group_key IS NOT NULL AND n.queue_name = p_queue;
+    ELSE
+      SELECT min(n.group_key) INTO next_key FROM {{schema}}.horsies_tasks n
+      WHERE NOT n.claimed AND n.finished_at IS NULL AND n.group_key IS NOT NULL AND n.queue_name = p_queue
+        AND n.group_key > probe;
+    END IF;
+    IF next_key IS NULL THEN
+      EXIT WHEN wrapped;
+      wrapped := true;
+      probe := NULL;
+      CONTINUE;
+    END IF;
+    EXIT WHEN wrapped AND cursor_key IS NOT NULL AND next_key > cursor_key;
+    probe := next_key;
+    SELECT p_group_limit - count(*)::integer INTO room FROM {{schema}}.horsies_tasks b
+    WHERE b.claimed AND b.group_key IS NOT NULL AND b.queue_name = p_queue AND b.group_key = next_key
+      AND (b.status = 'RUNNING' OR b.claim_expires_at > now());
+    IF room > 0 THEN
+      groups := groups || next_key;
+      rooms := rooms || room;
+      EXIT WHEN cardinality(groups) >= wanted;
+    END IF;
+  END LOOP;
+
+  IF cardinality(groups) > 0 THEN
+    SELECT array_agg(c.id ORDER BY c.rank, c.ord), (array_agg(c.group_key ORDER BY c.rank DESC, c.ord DESC))[1]
+    INTO ids, last_group
+    FROM (
+      SELECT c.id, c.group_key, c.rank, g.ord
+      FROM unnest(groups, rooms) WITH ORDINALITY AS g(key, room, ord)
+      CROSS JOIN LATERAL (
+        SELECT x.id, x.group_key, row_number() OVER (ORDER BY x.priority, x.enqueued_at, x.id) AS rank
+        FROM (
+          SELECT n.id, n.group_key, n.priority, n.enqueued_at FROM {{schema}}.horsies_tasks n
+          WHERE NOT n.claimed AND n.finished_at IS NULL AND n.group_key IS NOT NULL
+            -- A range rather than group_key = g.key on purpose, with group_key leading the ORDER BY: only
+            -- horsies_tasks_group_pending_idx gives that order, so the planner walks one group's tasks there, also
+            -- for a group that held most tasks when the table was analyzed.
+            AND n.queue_name = p_queue AND n.group_key >= g.key AND n.group_key <= g.key
+            AND n.task_name = ANY (p_task_names)
+            AND n.enqueued_at <= now()
+            AND (n.good_until IS NULL OR n.good_until > now())
+            AND (n.workflow_id IS NULL OR NOT n.workflow_id = ANY (paused_workflows))
+          ORDER BY n.group_key, n.priority, n.enqueued_at, n.id
+          LIMIT LEAST(g.room, GREATEST(1, ceil(wanted::numeric / cardinality(groups))))
+          FOR UPDATE OF n SKIP LOCKED
+        ) x
+      ) c
+      ORDER BY c.rank, g.ord
+      LIMIT wanted
+    ) c;
+  END IF;
+
+  IF cardinality(ids) IS NULL OR cardinality(ids) < wanted THEN
+    -- The tasks without a group: one more turn, from the front of the queue.
+    ids := COALESCE(ids, '{}') || ARRAY(
+      SELECT u.id FROM {{schema}}.horsies_tasks u
+      WHERE u.id = ANY (ARRAY(
+        SELECT f.id FROM (
+          SELECT n.id, n.group_key FROM {{schema}}.horsies_tasks n
+          WHERE NOT n.claimed AND n.finished_at IS NULL
+            AND n.queue_name = p_queue
+            AND n.task_name = ANY (p_task_names)
+            AND n.enqueued_at <= now()
+            AND (n.good_until IS NULL OR n.good_until > now())
+            AND (n.workflow_id IS NULL OR NOT n.workflow_id = ANY (paused_workflows))
+          ORDER BY n.priority, n.enqueued_at, n.id
+          LIMIT 500
+        ) f
+        WHERE f.group_key IS NULL))
+        AND NOT u.claimed AND u.finished_at IS NULL
+      LIMIT wanted - COALESCE(cardinality(ids), 0)
+      FOR UPDATE SKIP LOCKED);
+  END IF;
+  IF last_group IS NOT NULL THEN
+    UPDATE {{schema}}.horsies_group_limits g SET group_cursor = last_group WHERE g.queue_name = p_queue;
+  END IF;
+
+  -- The first `starts` tasks of the turn start at once, in the same row update, as horsies_claim_and_start does.
+  RETURN QUERY
+  SELECT * FROM {{schema}}.horsies_claim_rows(ids::varchar[], starts, p_lease_ms, p_worker_id, p_hostname, p_pid,
+                                              p_process_name);
+  IF limited THEN
+    -- Rate limits and a group limit: the update started the first `starts` of the tasks it locked.
+    PERFORM {{schema}}.horsies_rate_record(p_keys, p_interval_ms, now(),
+                                           LEAST(starts, COALESCE(cardinality(ids), 0)));
+  END IF;
+END;
+$function$;
+
+-- function horsies_claim_rows(p_ids character varying[], p_start integer, p_lease_ms integer, p_worker_id text, p_hostname text, p_pid integer, p_process_name text)
+CREATE OR REPLACE FUNCTION {{schema}}.horsies_claim_rows(p_ids character varying[], p_start integer, p_lease_ms integer, p_worker_id text, p_hostname text, p_pid integer, p_process_name text)
+ RETURNS TABLE(id character varying, task_name character varying, queue_name character varying, priority integer, kwargs jsonb, claim_generation integer, retry_count integer, max_retries integer, attempt integer, enqueued_at timestamp with time zone, workflow_id character varying, workflow_node integer, workflow_node_id character varying, trace_context jsonb, status character varying, started_at timestamp with time zone)
+ LANGUAGE plpgsql
+ SET plan_cache_mode TO 'force_generic_plan'
+ SET enable_seqscan TO 'off'
+ SET enable_hashjoin TO 'off'
+ SET enable_mergejoin TO 'off'
+AS $function$
+#variable_conflict use_column
+BEGIN
+  RETURN QUERY
+  UPDATE {{schema}}.horsies_tasks t
+  SET status = CASE WHEN p.n <= p_start THEN 'RUNNING' ELSE 'CLAIMED' END,
+      claimed = true,
+      claimed_at = now(),
+      claimed_by_worker_id = p_worker_id,
+      claim_generation = t.claim_generation + 1,
+      claim_expires_at = now() + p_lease_ms * interval '1 millisecond',
+      started_at = CASE WHEN p.n <= p_start THEN now() ELSE t.started_at END,
+      attempt = CASE WHEN p.n <= p_start THEN t.attempt + 1 ELSE t.attempt END,
+      worker_hostname = p_hostname,
+      worker_pid = p_pid,
+      worker_process_name = p_process_name,
+      updated_at = now()
+  FROM unnest(p_ids) WITH ORDINALITY AS p(id, n)
+  WHERE t.id = p.id
+  RETURNING t.id, t.task_name, t.queue_name, t.priority, t.kwargs, t.claim_generation, t.retry_count,
+            t.max_retries, t.attempt, t.enqueued_at, t.workflow_id, t.workflow_node,
+            CASE WHEN t.workflow_id IS NOT NULL AND t.workflow_node_id IS NULL THEN (
+              SELECT wt.node_id FROM {{schema}}.horsies_workflow_tasks wt
+              WHERE wt.node_key = t.workflow_id || ':' || t.workflow_node) ELSE t.workflow_node_id END,
+            t.trace_context, t.status, t.started_at;
+END;
+$function$;
+
+-- function horsies_claim_tasks(p_queue text, p_task_names text[], p_limit integer, p_lease_ms integer, p_worker_id text, p_hostname text, p_pid integer, p_process_name text)
+CREATE OR REPLACE FUNCTION {{schema}}.horsies_claim_tasks(p_queue text, p_task_names text[], p_limit integer, p_lease_ms integer, p_worker_id text, p_hostname text, p_pid integer, p_process_name text)
+ RETURNS TABLE(id character varying, task_name character varying, queue_name character varying, priority integer, kwargs jsonb, claim_generation integer, retry_count integer, max_retries integer, attempt integer, enqueued_at timestamp with time zone, workflow_id character varying, workflow_node integer, workflow_node_id character varying, trace_context jsonb)
+ LANGUAGE plpgsql
+AS $function$
+BEGIN
+  RETURN QUERY
+  SELECT c.id, c.task_name, c.queue_name, c.priority, c.kwargs, c.claim_generation, c.retry_count, c.max_retries,
+         c.attempt, c.enqueued_at, c.workflow_id, c.workflow_node, c.workflow_node_id, c.trace_context
+  FROM {{schema}}.horsies_claim_and_start(p_queue, p_task_names, p_limit, p_lease_ms, p_worker_id, p_hostname, p_pid,
+                                          p_process_name, 0, false) c;
+END;
+$function$;
+
+-- function horsies_finish_tasks(p_ids text[], p_worker_ids text[], p_generations integer[], p_statuses text[], p_results jsonb[], p_error_codes text[], p_error_messages text[], p_failed_reasons text[], p_retry_delays_ms integer[], p_crashed boolean[], p_unless_cancel_requested boolean, p_notify_later boolean)
+CREATE OR REPLACE FUNCTION {{schema}}.horsies_finish_tasks(p_ids text[], p_worker_ids text[], p_generations integer[], p_statuses text[], p_results jsonb[], p_error_codes text[], p_error_messages text[], p_failed_reasons text[], p_retry_delays_ms integer[], p_crashed boolean[], p_unless_cancel_requested boolean, p_notify_later boolean)
+ RETURNS TABLE(id character varying, status character varying, workflow_id character varying, workflow_node integer)
+ LANGUAGE plpgsql
+ SET plan_cache_mode TO 'force_generic_plan'
+ SET enable_seqscan TO 'off'
+ SET enable_hashjoin TO 'off'
+ SET enable_mergejoin TO 'off'
+AS $function$
+#variable_conflict use_column
+BEGIN
+  -- With p_notify_later, the update trigger leaves the task_done notifications to the caller (migration 15).
+  PERFORM set_config('horsies.notify_done_later', CASE WHEN p_notify_later THEN 'on' ELSE 'off' END, true);
+  RETURN QUERY
+  WITH input AS (
+    SELECT i.*
+    FROM unnest(p_ids, p_worker_ids, p_generations, p_statuses, p_results, p_error_codes, p_error_messages,
+                p_failed_reasons, p_retry_delays_ms, p_crashed)
+      AS i(id, worker_id, generation, status, result, error_code, error_message, failed_reason, retry_delay_ms,
+           crashed)
+  ), target AS (
+    -- Driven from the input, one primary-key lookup per task: a join the other way round can turn into a
+    -- nested loop over every in-flight row of the worker times every input row. Locked, so that a retry's
+    -- outcome is decided on the latest row (a cancel request turns it into CANCELLED).
+    SELECT i.*, t.*
+    FROM input i
+    CROSS JOIN LATERAL (
+      SELECT t.attempt, t.started_at, t.worker_hostname, t.worker_pid, t.worker_process_name,
+             t.cancel_requested_at, t.good_until
+      FROM {{schema}}.horsies_tasks t
+      -- Written so that no index can serve it (status || ''): a generic plan would otherwise prefer the
+      -- in-flight index and scan all of the worker's rows for each input row, instead of one primary-key lookup.
+      WHERE t.id = i.id AND t.status || '' = 'RUNNING' AND t.claimed_by_worker_id || '' = i.worker_id
+        AND t.claim_generation = i.generation AND (p_unless_cancel_requested IS NOT TRUE OR t.cancel_requested_at IS NULL)
+      FOR UPDATE
+    ) t
+  ), decided AS (
+    SELECT g.*,
+           CASE
+             WHEN g.status NOT IN ('RETRY', 'THROTTLED') THEN g.status
+             WHEN g.cancel_requested_at IS NOT NULL THEN 'CANCELLED'
+             WHEN g.good_until IS NOT NULL
+                  AND now() + g.retry_delay_ms * interval '1 millisecond' >= g.good_until THEN 'FAILED'
+             ELSE g.status
+           END AS final
+    FROM target g
+  ), finished AS (
+    UPDATE {{schema}}.horsies_tasks t
+    SET status = CASE WHEN d.final IN ('RETRY', 'RELEASE', 'THROTTLED') THEN 'PENDING' ELSE d.final END,
+        completed_at = CASE WHEN d.final = 'COMPLETED' THEN now() END,
+        failed_at = CASE WHEN d.final = 'FAILED' THEN now() END,
+        finished_at = CASE WHEN d.final NOT IN ('RETRY', 'RELEASE', 'THROTTLED') THEN now() END,
+        result = CASE WHEN d.final IN ('RETRY', 'RELEASE', 'THROTTLED') THEN NULL
+                      WHEN d.final = 'CANCELLED' AND d.status IN ('RETRY', 'THROTTLED') THEN jsonb_build_object('err',
+                        jsonb_build_object('code', 'TASK_CANCELLED', 'message', 'cancelled instead of retried'))
+                      ELSE d.result END,
+        error_code = CASE WHEN d.final IN ('RETRY', 'RELEASE', 'THROTTLED') THEN NULL
+                          WHEN d.final = 'CANCELLED' AND d.status IN ('RETRY', 'THROTTLED') THEN 'TASK_CANCELLED'
+                          ELSE d.error_code END,
+        failed_reason = CASE WHEN d.final IN ('RETRY', 'RELEASE', 'THROTTLED') THEN NULL ELSE d.failed_reason END,
+        claimed = false,
+        claim_expires_at = NULL,
+        claimed_at = CASE WHEN d.final IN ('RETRY', 'RELEASE', 'THROTTLED') THEN NULL ELSE t.claimed_at END,
+        claimed_by_worker_id = CASE WHEN d.final IN ('RETRY', 'RELEASE', 'THROTTLED') THEN NULL
+                                    ELSE t.claimed_by_worker_id END,
+        started_at = CASE WHEN d.final IN ('RETRY', 'RELEASE', 'THROTTLED') THEN NULL ELSE t.started_at END,
+        attempt = t.attempt - CASE WHEN d.final = 'RELEASE' THEN 1 ELSE 0 END,
+        retry_count = t.retry_count + CASE WHEN d.final = 'RETRY' THEN 1 ELSE 0 END,
+        next_retry_at = CASE WHEN d.final IN ('RETRY', 'THROTTLED')
+                             THEN now() + d.retry_delay_ms * interval '1 millisecond'
+                             WHEN d.final = 'RELEASE' THEN t.next_retry_at END,
+        enqueued_at = CASE WHEN d.final IN ('RETRY', 'THROTTLED')
+                           THEN now() + d.retry_delay_ms * interval '1 millisecond'
+                           ELSE t.enqueued_at END,
+        -- At least 10 s, so that a caller awaiting the result can still read it (retention 0).
+        purge_after = CASE WHEN d.final = 'COMPLETED' AND t.retention_ms IS NOT NULL
+                           THEN now() + GREATEST(t.retention_ms, 10000) * interval '1 millisecond' END,
+        updated_at = now()
+    FROM decided d
+    -- Rows are locked and fenced in target, so nothing changed them since.
+    WHERE t.id = d.id
+    -- Everything the attempt row needs comes back with the changed rows: no join of decided with finished.
+    RETURNING t.id, t.status, t.workflow_id, t.workflow_node, d.final, d.status AS requested, d.attempt,
+              d.started_at, d.crashed, d.error_code, d.error_message, d.failed_reason, d.worker_id,
+              d.worker_hostname, d.worker_pid, d.worker_process_name
+  ), recorded AS (
+    INSERT INTO {{schema}}.horsies_task_attempts
+      (task_id, attempt, outcome, will_retry, started_at, finished_at, error_code, error_message, failed_reason,
+       worker_id, worker_hostname, worker_pid, worker_process_name)
+    SELECT f.id, f.attempt,
+           CASE WHEN f.crashed THEN 'WORKER_FAILURE' WHEN f.final = 'COMPLETED' THEN 'COMPLETED' ELSE 'FAILED' END,
+           f.final IN ('RETRY', 'THROTTLED'), f.started_at, now(),
+           CASE WHEN f.final = 'CANCELLED' AND f.requested IN ('RETRY', 'THROTTLED') THEN 'TASK_CANCELLED'
+                ELSE f.error_code END,
+           f.error_message, f.failed_reason, f.worker_id, f.worker_hostname, f.worker_pid, f.worker_process_name
+    FROM finished f
+    WHERE f.final <> 'RELEASE'
+  )
+  SELECT f.id, f.status, f.workflow_id, f.workflow_node FROM finished f;
+END;
+$function$;
+
+-- function horsies_insert_tasks(p_tasks json)
+CREATE OR REPLACE FUNCTION {{schema}}.horsies_insert_tasks(p_tasks json)
+ RETURNS TABLE(requested_id text, id character varying, enqueue_sha character varying)
+ LANGUAGE plpgsql
+ SET enable_seqscan TO 'off'
+AS $function$
+#variable_conflict use_column
+BEGIN
+  RETURN QUERY
+  WITH input AS (
+    SELECT * FROM json_to_recordset(p_tasks)
+      AS i(id text, task_name text, queue_name text, priority int, kwargs jsonb, delay_ms int, run_at timestamptz,
+           good_until timestamptz, enqueue_sha text, idempotency_key text, max_retries int, retention_ms bigint,
+           task_options jsonb, sent_at timestamptz, trace_context jsonb, group_key text)
+  ), inserted AS (
+    INSERT INTO {{schema}}.horsies_tasks
+      (id, task_name, queue_name, priority, kwargs, status, sent_at, enqueued_at, good_until, enqueue_sha,
+       idempotency_key, max_retries, retention_ms, task_options, trace_context, group_key)
+    SELECT id, task_name, queue_name, priority, kwargs, 'PENDING', COALESCE(sent_at, now()),
+           COALESCE(run_at, now() + delay_ms * interval '1 millisecond'), good_until, enqueue_sha,
+           idempotency_key, max_retries, retention_ms, task_options, trace_context, group_key
+    FROM input
+    ON CONFLICT DO NOTHING
+    RETURNING id
+  )
+  SELECT i.id, t.id, t.enqueue_sha
+  FROM input i
+  LEFT JOIN inserted n ON n.id = i.id
+  LEFT JOIN LATERAL (
+    -- Looked up only for the rows the insert skipped (n.id IS NULL), not for every row sent.
+    SELECT e.id, e.enqueue_sha FROM {{schema}}.horsies_tasks e
+    WHERE n.id IS NULL
+      AND (e.id = i.id OR (i.idempotency_key IS NOT NULL AND e.idempotency_key = i.idempotency_key))
+    LIMIT 1
+  ) t ON true
+  WHERE n.id IS NULL;
+END;
+$function$;
+
+-- function horsies_notify_task_change()
+CREATE OR REPLACE FUNCTION {{schema}}.horsies_notify_task_change()
+ RETURNS trigger
+ LANGUAGE plpgsql
+AS $function$
+BEGIN
+  IF NEW.status = 'PENDING' AND OLD.status <> 'PENDING' THEN
+    PERFORM pg_notify(TG_TABLE_SCHEMA || ':task_new', NEW.queue_name);
+    PERFORM pg_notify(TG_TABLE_SCHEMA || ':task_queue_' || NEW.queue_name, '');
+    IF OLD.claimed THEN
+      PERFORM pg_notify(TG_TABLE_SCHEMA || ':task_done', NEW.id);
+    END IF;
+  ELSIF NEW.status IN ('COMPLETED', 'FAILED', 'CANCELLED', 'EXPIRED') AND OLD.status <> NEW.status THEN
+    PERFORM pg_notify(TG_TABLE_SCHEMA || ':task_done', NEW.id);
+  ELSIF NEW.status = 'RUNNING' AND NEW.cancel_requested_at IS NOT NULL AND OLD.cancel_requested_at IS NULL THEN
+    PERFORM pg_notify(TG_TABLE_SCHEMA || ':task_cancel', NEW.id);
+  END IF;
+  RETURN NULL;
+END;
+$function$;
+
+-- function horsies_notify_task_insert()
+CREATE OR REPLACE FUNCTION {{schema}}.horsies_notify_task_insert()
+ RETURNS trigger
+ LANGUAGE plpgsql
+AS $function$
+DECLARE
+  q text;
+BEGIN
+  FOR q IN SELECT DISTINCT queue_name FROM new_rows WHERE status = 'PENDING' LOOP
+    PERFORM pg_notify(TG_TABLE_SCHEMA || ':task_new', q);
+    PERFORM pg_notify(TG_TABLE_SCHEMA || ':task_queue_' || q, '');
+  END LOOP;
+  RETURN NULL;
+END;
+$function$;
+
+-- function horsies_rate_acquire(p_keys text[], p_max integer[], p_interval_ms integer[], p_at timestamp with time zone, p_want integer, OUT room integer, OUT free_at timestamp with time zone)
+CREATE OR REPLACE FUNCTION {{schema}}.horsies_rate_acquire(p_keys text[], p_max integer[], p_interval_ms integer[], p_at timestamp with time zone, p_want integer, OUT room integer, OUT free_at timestamp with time zone)
+ RETURNS record
+ LANGUAGE plpgsql
+AS $function$
+DECLARE
+  i integer;
+  r {{schema}}.horsies_rate_limiters%ROWTYPE;
+  used integer;
+  room_at timestamptz;
+BEGIN
+  room := p_want;
+  free_at := p_at;
+  FOR i IN 1 .. cardinality(p_keys) LOOP
+    -- One statement when the row exists with these settings (every start but a limiter's first).
+    SELECT * INTO r FROM {{schema}}.horsies_rate_limiters l WHERE l.limiter_key = p_keys[i] FOR UPDATE;
+    IF NOT FOUND THEN
+      INSERT INTO {{schema}}.horsies_rate_limiters (limiter_key, max_starts, interval_ms)
+      VALUES (p_keys[i], p_max[i], p_interval_ms[i])
+      ON CONFLICT (limiter_key) DO NOTHING;
+      SELECT * INTO r FROM {{schema}}.horsies_rate_limiters l WHERE l.limiter_key = p_keys[i] FOR UPDATE;
+    END IF;
+    IF r.max_starts <> p_max[i] OR r.interval_ms <> p_interval_ms[i] THEN
+      UPDATE {{schema}}.horsies_rate_limiters l SET max_starts = p_max[i], interval_ms = p_interval_ms[i]
+      WHERE l.limiter_key = p_keys[i];
+    END IF;
+    IF r.paused_until > p_at THEN
+      room := 0;
+      free_at := GREATEST(free_at, r.paused_until);
+      CONTINUE;
+    END IF;
+    -- Starts recorded after p_at (by statements with a later now() that took the lock first) count too.
+    SELECT COALESCE(sum(w.n), 0) INTO used FROM unnest(r.window_at, r.window_count) AS w(at, n)
+    WHERE w.at > p_at - p_interval_ms[i] * interval '1 millisecond';
+    room := LEAST(room, GREATEST(0, p_max[i] - used));
+    IF used >= p_max[i] THEN
+      -- Room comes back when enough of the oldest starts leave the window for one more.
+      SELECT min(x.at) + p_interval_ms[i] * interval '1 millisecond' INTO STRICT room_at
+      FROM (SELECT w.at, sum(w.n) OVER (ORDER BY w.at DESC) AS newer
+            FROM unnest(r.window_at, r.window_count) AS w(at, n)
+            WHERE w.at > p_at - p_interval_ms[i] * interval '1 millisecond') x
+      WHERE x.newer >= p_max[i];
+      free_at := GREATEST(free_at, room_at);
+    END IF;
+  END LOOP;
+END;
+$function$;
+
+-- function horsies_rate_pause(p_keys text[], p_max integer[], p_interval_ms integer[], p_after_ms integer)
+CREATE OR REPLACE FUNCTION {{schema}}.horsies_rate_pause(p_keys text[], p_max integer[], p_interval_ms integer[], p_after_ms integer)
+ RETURNS void
+ LANGUAGE sql
+AS $function$
+  INSERT INTO {{schema}}.horsies_rate_limiters AS l (limiter_key, max_starts, interval_ms, paused_until)
+  SELECT k.key, k.max, k.interval_ms, now() + p_after_ms * interval '1 millisecond'
+  FROM unnest(p_keys, p_max, p_interval_ms) AS k(key, max, interval_ms)
+  ORDER BY k.key
+  ON CONFLICT (limiter_key) DO UPDATE
+    SET paused_until = GREATEST(l.paused_until, EXCLUDED.paused_until), updated_at = now();
+$function$;
+
+-- function horsies_rate_record(p_keys text[], p_interval_ms integer[], p_at timestamp with time zone, p_ran integer)
+CREATE OR REPLACE FUNCTION {{schema}}.horsies_rate_record(p_keys text[], p_interval_ms integer[], p_at timestamp with time zone, p_ran integer)
+ RETURNS void
+ LANGUAGE plpgsql
+AS $function$
+DECLARE
+  i integer;
+  v_at timestamptz;
+BEGIN
+  IF p_ran <= 0 THEN
+    RETURN;
+  END IF;
+  FOR i IN 1 .. cardinality(p_keys) LOOP
+    SELECT GREATEST(p_at, r.window_at[cardinality(r.window_at)]) INTO v_at
+    FROM {{schema}}.horsies_rate_limiters r WHERE r.limiter_key = p_keys[i];
+    UPDATE {{schema}}.horsies_rate_limiters l
+    SET window_at = k.kept_at || v_at,
+        window_count = k.kept_count || (p_ran + k.joined),
+        updated_at = now()
+    FROM (
+      SELECT COALESCE(array_agg(w.at ORDER BY w.ord) FILTER (WHERE NOT w.joins), '{}') AS kept_at,
+             COALESCE(array_agg(w.n ORDER BY w.ord) FILTER (WHERE NOT w.joins), '{}') AS kept_count,
+             COALESCE(sum(w.n) FILTER (WHERE w.joins), 0)::integer AS joined
+      FROM {{schema}}.horsies_rate_limiters r,
+           LATERAL (
+             SELECT u.at, u.n, u.ord,
+                    u.ord = cardinality(r.window_at)
+                      AND u.at > v_at - p_interval_ms[i] * interval '1 millisecond' / 32 AS joins
+             FROM unnest(r.window_at, r.window_count) WITH ORDINALITY AS u(at, n, ord)
+             WHERE u.at > v_at - p_interval_ms[i] * interval '1 millisecond'
+           ) w
+      WHERE r.limiter_key = p_keys[i]
+    ) k
+    WHERE l.limiter_key = p_keys[i];
+  END LOOP;
+END;
+$function$;
+
+-- function horsies_rate_room(p_keys text[], p_max integer[], p_interval_ms integer[])
+CREATE OR REPLACE FUNCTION {{schema}}.horsies_rate_room(p_keys text[], p_max integer[], p_interval_ms integer[])
+ RETURNS integer
+ LANGUAGE sql
+ STABLE
+AS $function$
+  SELECT COALESCE(min(CASE
+           WHEN r.paused_until > now() THEN 0
+           ELSE GREATEST(0, k.max - COALESCE((
+             SELECT sum(w.n) FROM unnest(r.window_at, r.window_count) AS w(at, n)
+             WHERE w.at > now() - k.interval_ms * interval '1 millisecond'), 0))::integer
+         END), 2147483647)
+  FROM unnest(p_keys, p_max, p_interval_ms) AS k(key, max, interval_ms)
+  LEFT JOIN {{schema}}.horsies_rate_limiters r ON r.limiter_key = k.key
+$function$;
+
+-- function horsies_release_dedupe_key()
+CREATE OR REPLACE FUNCTION {{schema}}.horsies_release_dedupe_key()
+ RETURNS trigger
+ LANGUAGE plpgsql
+AS $function$
+BEGIN
+  IF (NEW.claimed AND NEW.dedupe_scope IN ('pending', 'debounce'))
+     OR (NEW.finished_at IS NOT NULL AND NEW.dedupe_scope <> 'finished') THEN
+    NEW.dedupe_held := false;
+  END IF;
+  RETURN NEW;
+END;
+$function$;
+
+-- function horsies_send_one(p_id text, p_task_name text, p_queue text, p_priority integer, p_kwargs jsonb, p_sent_at timestamp with time zone, p_run_at timestamp with time zone, p_delay_ms integer, p_good_until timestamp with time zone, p_max_retries integer, p_retention_ms bigint, p_task_options jsonb, p_trace_context jsonb, p_group_key text, p_handoff boolean)
+CREATE OR REPLACE FUNCTION {{schema}}.horsies_send_one(p_id text, p_task_name text, p_queue text, p_priority integer, p_kwargs jsonb, p_sent_at timestamp with time zone, p_run_at timestamp with time zone, p_delay_ms integer, p_good_until timestamp with time zone, p_max_retries integer, p_retention_ms bigint, p_task_options jsonb, p_trace_context jsonb, p_group_key text, p_handoff boolean)
+ RETURNS text
+ LANGUAGE plpgsql
+AS $function$
+DECLARE
+  v_enqueued timestamptz := COALESCE(p_run_at, now() + p_delay_ms * interval '1 millisecond');
+  v_payload text;
+  s record;
+BEGIN
+  IF p_handoff AND p_group_key IS NULL AND v_enqueued <= now() AND (p_good_until IS NULL OR p_good_until > now())
+     -- A producer role granted before migration 27 lacks these: its sends keep the old way.
+     AND has_table_privilege('{{schema}}.horsies_idle_slots', 'UPDATE')
+     AND has_table_privilege('{{schema}}.horsies_idle_slots', 'DELETE') THEN
+    FOR s IN
+      SELECT * FROM {{schema}}.horsies_idle_slots i
+      WHERE i.queue_names @> ARRAY[p_queue]::text[] AND i.free > 0 AND p_task_name = ANY (i.task_names)
+      ORDER BY i.registered_at
+      FOR UPDATE SKIP LOCKED
+    LOOP
+      -- A paused queue's tasks wait PENDING (read only when a registration is found: most sends find none).
+      EXIT WHEN EXISTS (SELECT 1 FROM {{schema}}.horsies_queue_state q WHERE q.queue_name = p_queue AND q.paused);
+      IF pg_try_advisory_xact_lock(s.lock_key) THEN
+        -- Its worker no longer holds the lock: it is gone.
+        DELETE FROM {{schema}}.horsies_idle_slots i WHERE i.queue_name = s.queue_name AND i.worker_id = s.worker_id;
+        CONTINUE;
+      END IF;
+      v_payload := json_build_object(
+        'id', p_id, 'task_name', p_task_name, 'queue_name', p_queue, 'priority', p_priority, 'kwargs', p_kwargs,
+        'claim_generation', 1, 'retry_count', 0, 'max_retries', p_max_retries, 'attempt', 1,
+        'enqueued_at', v_enqueued, 'trace_context', p_trace_context, 'started_at', now(), 'token', s.token)::text;
+      EXIT WHEN octet_length(v_payload) > 7900;
+      INSERT INTO {{schema}}.horsies_tasks
+        (id, task_name, queue_name, priority, kwargs, status, sent_at, enqueued_at, good_until, max_retries,
+         retention_ms, task_options, trace_context, claimed, claimed_at, claimed_by_worker_id, claim_generation,
+         claim_expires_at, started_at, attempt, worker_hostname, worker_pid, worker_process_name)
+      VALUES (p_id, p_task_name, p_queue, p_priority, p_kwargs, 'RUNNING', COALESCE(p_sent_at, now()), v_enqueued,
+              p_good_until, p_max_retries, p_retention_ms, p_task_options, p_trace_context, true, now(), s.worker_id,
+              1, now() + s.lease_ms * interval '1 millisecond', now(), 1, s.worker_hostname, s.worker_pid,
+              s.worker_process_name);
+      UPDATE {{schema}}.horsies_idle_slots i SET free = i.free - 1, handed = i.handed || p_id
+      WHERE i.queue_name = s.queue_name AND i.worker_id = s.worker_id;
+      PERFORM pg_notify(s.channel, v_payload);
+      -- The dashboard's live feed hears of new tasks here; no worker listens to it.
+      PERFORM pg_notify((parse_ident('{{schema}}'))[1] || ':task_new', p_queue);
+      RETURN s.worker_id;
+    END LOOP;
+  END IF;
+  INSERT INTO {{schema}}.horsies_tasks
+    (id, task_name, queue_name, priority, kwargs, status, sent_at, enqueued_at, good_until, max_retries,
+     retention_ms, task_options, trace_context, group_key)
+  VALUES (p_id, p_task_name, p_queue, p_priority, p_kwargs, 'PENDING', COALESCE(p_sent_at, now()), v_enqueued,
+          p_good_until, p_max_retries, p_retention_ms, p_task_options, p_trace_context, p_group_key);
+  RETURN NULL;
+END;
+$function$;
+
+-- function horsies_start_limited(p_keys text[], p_max integer[], p_interval_ms integer[], p_worker_id text, p_ids text[], p_id_generations text[], p_wait_for_flush boolean, p_workflow_ids text[])
+CREATE OR REPLACE FUNCTION {{schema}}.horsies_start_limited(p_keys text[], p_max integer[], p_interval_ms integer[], p_worker_id text, p_ids text[], p_id_generations text[], p_wait_for_flush boolean, p_workflow_ids text[])
+ RETURNS TABLE(id character varying, status character varying, attempt integer, started_at timestamp with time zone)
+ LANGUAGE plpgsql
+AS $function$
+#variable_conflict use_column
+DECLARE
+  granted integer;
+  free_at timestamptz;
+  ran integer := 0;
+  started record;
+BEGIN
+  SELECT a.room, a.free_at INTO granted, free_at
+  FROM {{schema}}.horsies_rate_acquire(p_keys, p_max, p_interval_ms, now(), cardinality(p_ids)) a;
+  IF granted > 0 THEN
+    FOR started IN SELECT * FROM {{schema}}.horsies_start_tasks(
+        p_worker_id, p_ids[1:granted], p_id_generations[1:granted], p_wait_for_flush,
+        ARRAY(SELECT w FROM unnest(p_workflow_ids) w WHERE w = ANY (p_ids[1:granted]))) LOOP
+      -- Only the tasks that now run count (not the expired, nor those handed back for a paused workflow).
+      IF started.status = 'RUNNING' THEN
+        ran := ran + 1;
+      END IF;
+      id := started.id;
+      status := started.status;
+      attempt := started.attempt;
+      started_at := started.started_at;
+      RETURN NEXT;
+    END LOOP;
+    PERFORM {{schema}}.horsies_rate_record(p_keys, p_interval_ms, now(), ran);
+  END IF;
+  IF granted < cardinality(p_ids) THEN
+    RETURN QUERY SELECT d.id::varchar, 'DEFERRED'::varchar, NULL::integer, free_at
+    FROM unnest(p_ids[granted + 1:]) AS d(id);
+  END IF;
+END;
+$function$;
+
+-- function horsies_start_tasks(p_worker_id text, p_ids text[], p_id_generations text[], p_wait_for_flush boolean, p_workflow_ids text[])
+CREATE OR REPLACE FUNCTION {{schema}}.horsies_start_tasks(p_worker_id text, p_ids text[], p_id_generations text[], p_wait_for_flush boolean, p_workflow_ids text[])
+ RETURNS TABLE(id character varying, status character varying, attempt integer, started_at timestamp with time zone)
+ LANGUAGE plpgsql
+ SET plan_cache_mode TO 'force_generic_plan'
+ SET enable_seqscan TO 'off'
+ SET enable_hashjoin TO 'off'
+ SET enable_mergejoin TO 'off'
+AS $function$
+#variable_conflict use_column
+BEGIN
+  IF NOT p_wait_for_flush THEN
+    PERFORM set_config('synchronous_commit', 'off', true);
+  END IF;
+  -- Nothing to hand back unless some workflow is paused (the partial index is empty most of the time).
+  IF cardinality(p_workflow_ids) > 0
+     AND EXISTS (SELECT 1 FROM {{schema}}.horsies_workflows w WHERE w.status = 'PAUSED') THEN
+    RETURN QUERY
+    UPDATE {{schema}}.horsies_tasks t
+    SET status = 'PENDING', claimed = false, claimed_at = NULL, claimed_by_worker_id = NULL,
+        claim_expires_at = NULL, updated_at = now()
+    WHERE t.id = ANY (p_workflow_ids)
+      AND (t.id || ':' || t.claim_generation) = ANY (p_id_generations)
+      AND t.status || '' = 'CLAIMED' AND t.claimed_by_worker_id || '' = p_worker_id
+      AND t.workflow_id = ANY (ARRAY(SELECT w.id FROM {{schema}}.horsies_workflows w WHERE w.status = 'PAUSED'))
+    RETURNING t.id, 'STOPPED'::varchar, t.attempt, NULL::timestamptz;
+  END IF;
+  RETURN QUERY
+  UPDATE {{schema}}.horsies_tasks t
+  SET status = CASE WHEN t.good_until <= now() THEN 'EXPIRED' ELSE 'RUNNING' END,
+      started_at = CASE WHEN t.good_until <= now() THEN NULL ELSE now() END,
+      attempt = CASE WHEN t.good_until <= now() THEN t.attempt ELSE t.attempt + 1 END,
+      claimed = NOT COALESCE(t.good_until <= now(), false),
+      claim_expires_at = CASE WHEN t.good_until <= now() THEN NULL ELSE t.claim_expires_at END,
+      finished_at = CASE WHEN t.good_until <= now() THEN now() END,
+      error_code = CASE WHEN t.good_until <= now() THEN 'TASK_EXPIRED' END,
+      failed_reason = CASE WHEN t.good_until <= now() THEN 'good_until passed before the task started' END,
+      result = CASE WHEN t.good_until <= now() THEN jsonb_build_object('err', jsonb_build_object(
+                 'code', 'TASK_EXPIRED', 'message', 'good_until passed before the task started')) END,
+      updated_at = now()
+  WHERE t.id = ANY (p_ids)
+    AND (t.id || ':' || t.claim_generation) = ANY (p_id_generations)
+    -- Not indexable on purpose (|| ''): the rows must be found by primary key, not through the in-flight index.
+    AND t.status || '' = 'CLAIMED' AND t.claimed_by_worker_id || '' = p_worker_id
+  RETURNING t.id, t.status, t.attempt, t.started_at;
+END;
+$function$;
+
+-- function horsies_task_row_check(t {{schema}}.horsies_tasks)
+CREATE OR REPLACE FUNCTION {{schema}}.horsies_task_row_check(t {{schema}}.horsies_tasks)
+ RETURNS boolean
+ LANGUAGE plpgsql
+ IMMUTABLE
+AS $function$
+DECLARE
+  broken text;
+BEGIN
+  -- The first rule the row breaks (a rule that is NULL passes, as a CHECK's does), or none.
+  broken := CASE
+    WHEN (t.status IN ('PENDING', 'CLAIMED', 'RUNNING', 'COMPLETED', 'FAILED', 'CANCELLED', 'EXPIRED')) IS FALSE
+      THEN 'horsies_tasks_status_check'
+    WHEN (t.priority BETWEEN 1 AND 100) IS FALSE THEN 'horsies_tasks_priority_check'
+    WHEN (jsonb_typeof(t.args) = 'array') IS FALSE THEN 'horsies_tasks_args_check'
+    WHEN (t.attempt >= 0 AND t.retry_count >= 0 AND t.max_retries >= 0 AND t.claim_generation >= 0) IS FALSE
+      THEN 'horsies_tasks_counts_check'
+    WHEN ((t.status IN ('COMPLETED', 'FAILED', 'CANCELLED', 'EXPIRED')) = (t.finished_at IS NOT NULL)) IS FALSE
+      THEN 'horsies_tasks_finished_check'
+    WHEN ((t.status = 'COMPLETED') = (t.completed_at IS NOT NULL)) IS FALSE THEN 'horsies_tasks_completed_check'
+    WHEN ((t.status = 'FAILED') = (t.failed_at IS NOT NULL)) IS FALSE THEN 'horsies_tasks_failed_check'
+    WHEN (t.claimed = (t.status IN ('CLAIMED', 'RUNNING'))
+          AND (NOT t.claimed OR (t.claimed_by_worker_id IS NOT NULL AND t.claimed_at IS NOT NULL))) IS FALSE
+      THEN 'horsies_tasks_claimed_check'
+    WHEN (t.status <> 'RUNNING' OR t.started_at IS NOT NULL) IS FALSE THEN 'horsies_tasks_running_check'
+    WHEN (t.resubmit_count >= 0) IS FALSE THEN 'horsies_tasks_resubmit_count_check'
+    WHEN (t.retention_ms IS NULL OR t.retention_ms >= 0) IS FALSE THEN 'horsies_tasks_retention_check'
+    WHEN (t.purge_after IS NULL OR t.status = 'COMPLETED') IS FALSE THEN 'horsies_tasks_purge_after_check'
+    WHEN ((t.workflow_id IS NULL) = (t.workflow_node IS NULL)) IS FALSE THEN 'horsies_tasks_workflow_check'
+    WHEN ((t.progress_at IS NULL) = (t.progress_attempt IS NULL)) IS FALSE THEN 'horsies_tasks_progress_check'
+    WHEN (t.attempt <= 1000000000 AND t.claim_generation <= 1000000000 AND t.resubmit_count <= 1000000000) IS FALSE
+      THEN 'horsies_tasks_counter_bounds_check'
+    WHEN (isfinite(t.sent_at) AND isfinite(t.enqueued_at) AND isfinite(t.claimed_at) AND isfinite(t.started_at)
+          AND isfinite(t.completed_at) AND isfinite(t.failed_at) AND isfinite(t.finished_at)
+          AND isfinite(t.claim_expires_at) AND isfinite(t.good_until) AND isfinite(t.next_retry_at)
+          AND isfinite(t.created_at) AND isfinite(t.updated_at) AND isfinite(t.cancel_requested_at)
+          AND isfinite(t.resubmitted_at) AND isfinite(t.purge_after) AND isfinite(t.progress_at)) IS FALSE
+      THEN 'horsies_tasks_finite_times_check'
+    WHEN ((t.dedupe_scope IS NULL OR t.dedupe_scope IN ('pending', 'debounce', 'running', 'finished'))
+          AND (t.dedupe_key IS NULL) = (t.dedupe_scope IS NULL)
+          AND (t.dedupe_key IS NULL) = (t.dedupe_held IS NULL)
+          AND (t.dedupe_scope IS NOT DISTINCT FROM 'finished') = (t.dedupe_window_ms IS NOT NULL)
+          AND (t.dedupe_window_ms IS NULL OR t.dedupe_window_ms > 0)) IS FALSE
+      THEN 'horsies_tasks_dedupe_check'
+  END;
+  IF broken IS NULL THEN
+    RETURN true;
+  END IF;
+  RAISE EXCEPTION 'new row for relation "horsies_tasks" violates check constraint "%"', broken
+    USING ERRCODE = 'check_violation', CONSTRAINT = broken, TABLE = 'horsies_tasks',
+          SCHEMA = (SELECT n.nspname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+                    WHERE c.oid = '{{schema}}.horsies_tasks'::regclass);
+END;
+$function$;
+
+-- trigger horsies_tasks.horsies_tasks_notify_change
+CREATE TRIGGER horsies_tasks_notify_change AFTER UPDATE ON {{schema}}.horsies_tasks FOR EACH ROW WHEN (new.status::text = 'PENDING'::text AND old.status::text <> 'PENDING'::text OR new.finished_at IS NOT NULL AND old.status::text <> new.status::text AND current_setting('horsies.notify_done_later'::text, true) IS DISTINCT FROM 'on'::text OR new.status::text = 'RUNNING'::text AND new.cancel_requested_at IS NOT NULL AND old.cancel_requested_at IS NULL) EXECUTE FUNCTION {{schema}}.horsies_notify_task_change();
+
+-- trigger horsies_tasks.horsies_tasks_notify_insert
+CREATE TRIGGER horsies_tasks_notify_insert AFTER INSERT ON {{schema}}.horsies_tasks REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION {{schema}}.horsies_notify_task_insert();
+
+-- trigger horsies_tasks.horsies_tasks_release_dedupe_key
+CREATE TRIGGER horsies_tasks_release_dedupe_key BEFORE UPDATE ON {{schema}}.horsies_tasks FOR EACH ROW WHEN (new.dedupe_held) EXECUTE FUNCTION {{schema}}.horsies_release_dedupe_key();
