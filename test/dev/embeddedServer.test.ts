@@ -13,11 +13,16 @@ import { expect, it, vi } from 'vitest';
 
 const ROOT = resolve(import.meta.dirname, '../..');
 
-function run(script: string): Promise<{ code: number | null; output: string }> {
+/** Runs `script` in a Node.js process; with `group`, one that leads a process group of its own, as from a terminal. */
+function run(
+  script: string,
+  options: { group?: boolean } = {},
+): Promise<{ code: number | null; output: string }> {
   return new Promise((done, reject) => {
     const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], {
       cwd: ROOT,
       stdio: ['ignore', 'pipe', 'pipe'],
+      detached: options.group ?? false,
     });
     let output = '';
     child.stdout.on('data', (c: Buffer) => (output += c.toString()));
@@ -46,6 +51,37 @@ it('keeps the exit code a process sets after it stops its server', async () => {
   const { code, output } = await run(script);
   expect(output).toContain('QUERIED=1');
   expect(code, output).toBe(3);
+}, 60_000);
+
+// Ctrl-C in a terminal signals the whole foreground process group; PostgreSQL takes SIGINT as a fast shutdown, so in
+// the group the server would stop at once, under the feet of a shutdown that still needs it (horsies dev's worker).
+it('runs the server out of the process group that started it: a Ctrl-C to the group leaves it to the process', async () => {
+  const script = `
+    import { mkdtempSync } from 'node:fs';
+    import { tmpdir } from 'node:os';
+    import { join } from 'node:path';
+    import pg from 'pg';
+    import { startEmbeddedServer } from './src/dev/EmbeddedServer.ts';
+    const server = await startEmbeddedServer({
+      dataDir: mkdtempSync(join(tmpdir(), 'horsies-group-')), persistent: false, stopOnSignal: false,
+    });
+    process.on('SIGINT', async () => {
+      try {
+        const client = new pg.Client(server.url);
+        await client.connect();
+        const { rows } = await client.query('SELECT 3 AS three');
+        await client.end();
+        console.log('AFTER CTRL-C QUERIED=' + rows[0].three);
+      } finally {
+        await server.stop();
+        process.exit(0);
+      }
+    });
+    process.kill(0, 'SIGINT'); // the whole process group, as a terminal's Ctrl-C
+  `;
+  const { code, output } = await run(script, { group: true });
+  expect(output).toContain('AFTER CTRL-C QUERIED=3');
+  expect(code, output).toBe(0);
 }, 60_000);
 
 // A process that handles its signals itself (horsies dev) stops the server at the end of its own shutdown; the
