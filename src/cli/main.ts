@@ -67,10 +67,14 @@ program
     });
     try {
       const result = await migrate(db);
+      const routines = result.routines.length;
       console.log(
         result.applied.length > 0
-          ? `schema ${db.schema}: applied ${result.applied.join(', ')}; now at version ${result.version}`
-          : `schema ${db.schema}: already at version ${result.version}`,
+          ? `schema ${db.schema}: applied ${result.applied.join(', ')}` +
+              `${routines > 0 ? ` and ${routines} routine${routines === 1 ? '' : 's'}` : ''}; now at version ${result.version}`
+          : routines > 0
+            ? `schema ${db.schema}: at version ${result.version}; applied routine${routines === 1 ? '' : 's'} ${result.routines.join(', ')}`
+            : `schema ${db.schema}: already at version ${result.version}`,
       );
     } finally {
       await db.end();
