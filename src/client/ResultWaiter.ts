@@ -9,7 +9,7 @@ import { Listener, channels } from '../db/Listener.js';
 import { TaskGetOutcomes } from '../db/tasks.js';
 import { TaskError } from '../errors.js';
 import type { TaskResult } from '../errors.js';
-import { decodeOutcome } from './outcome.js';
+import { decodeOutcome } from '../outcome.js';
 
 interface Waiter {
   resolve: (result: TaskResult<unknown>) => void;

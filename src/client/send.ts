@@ -11,7 +11,7 @@ import type { TaskTracer } from '../tracing/TaskTracer.js';
 import { isPromiseLike } from '../types.js';
 import { insertTasks } from './insertTasks.js';
 import type { InsertOutcome } from './insertTasks.js';
-import { payloadDigest, toCanonicalJson } from './json.js';
+import { payloadDigest, toCanonicalJson } from '../json.js';
 import { checkOptions } from './sendOptions.js';
 import type { DebounceOptions, SendOptions } from './sendOptions.js';
 import { nextTaskId } from './taskIds.js';

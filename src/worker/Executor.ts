@@ -21,7 +21,7 @@ import type { StandardSchemaV1 } from '@standard-schema/spec';
 import type { Logger } from 'pino';
 import type { TaskContext, TaskDefinition, TaskWorkflowContext } from '../client/TaskDefinition.js';
 import type { ErrorCodeMap } from '../client/policy.js';
-import { errorEnvelope, okEnvelope } from '../client/outcome.js';
+import { errorEnvelope, okEnvelope } from '../outcome.js';
 import type { Database, Queryable } from '../db/Database.js';
 import { TaskStartWithinCap, rowsWithinCap } from '../db/capacity.js';
 import type { CapLimits } from '../db/capacity.js';
@@ -39,7 +39,7 @@ import { settlesWithin } from './timing.js';
 import type { TaskTracer } from '../tracing/TaskTracer.js';
 import { ProgressReporter } from './ProgressReporter.js';
 import { HandlerSlots } from './HandlerSlots.js';
-import { toCanonicalJson } from '../client/json.js';
+import { toCanonicalJson } from '../json.js';
 import type { JsonValue } from '../types.js';
 
 /**

@@ -6,7 +6,7 @@
  * logged and dropped: progress is for people watching, never a reason to fail a task.
  */
 import type { Logger } from 'pino';
-import { toCanonicalJson } from '../client/json.js';
+import { toCanonicalJson } from '../json.js';
 import type { Database } from '../db/Database.js';
 import { channels } from '../db/Listener.js';
 import { TaskProgressSet } from '../db/progress.js';

@@ -23,8 +23,8 @@
  */
 import type pg from 'pg';
 import type { Logger } from 'pino';
-import { okEnvelope } from '../client/outcome.js';
-import { toCanonicalJson } from '../client/json.js';
+import { okEnvelope } from '../outcome.js';
+import { toCanonicalJson } from '../json.js';
 import type { TransactionOptions } from '../client/TaskDefinition.js';
 import type { Database } from '../db/Database.js';
 import { HeldTransaction, createTransactionPool } from '../db/HeldTransaction.js';

@@ -10,7 +10,7 @@ import type { TaskContext } from '../client/TaskDefinition.js';
 import { TaskError } from '../errors.js';
 import type { ThreadReply, ThreadRequest } from './ThreadPool.js';
 import { runHandler } from './runHandler.js';
-import { toCanonicalJson } from '../client/json.js';
+import { toCanonicalJson } from '../json.js';
 import { MAX_PROGRESS_BYTES, ProgressTooLargeError } from './ProgressReporter.js';
 import { refuseTransaction } from './TransactionalFinish.js';
 

@@ -4,7 +4,7 @@
  */
 import type { StandardSchemaV1 } from '@standard-schema/spec';
 import type { TaskContext, TaskDefinition } from '../client/TaskDefinition.js';
-import { toCanonicalJson } from '../client/json.js';
+import { toCanonicalJson } from '../json.js';
 import type { ErrorCodeMap } from '../client/policy.js';
 import { NotSerializableError, TaskError } from '../errors.js';
 import { isPromiseLike } from '../types.js';

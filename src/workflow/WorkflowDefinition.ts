@@ -16,7 +16,7 @@ import { createHash } from 'node:crypto';
 import type { StandardSchemaV1 } from '@standard-schema/spec';
 import { v7 as uuidv7 } from 'uuid';
 import type { TaskDefinition } from '../client/TaskDefinition.js';
-import { toCanonicalJson } from '../client/json.js';
+import { toCanonicalJson } from '../json.js';
 import type { Database, Queryable } from '../db/Database.js';
 import { WorkflowInsert, WorkflowNodeInsertMany } from '../db/workflows.js';
 import type { WorkflowNodeInsert } from '../db/workflows.js';

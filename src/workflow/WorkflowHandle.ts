@@ -3,7 +3,7 @@
  * `workflow_done`, with a poll behind it), its nodes, and the result of one node.
  */
 import type { OutcomeSource } from '../client/ResultWaiter.js';
-import { decodeOutcome } from '../client/outcome.js';
+import { decodeOutcome } from '../outcome.js';
 import type { Database } from '../db/Database.js';
 import { channels } from '../db/Listener.js';
 import { WorkflowGet, WorkflowGetOutcomes, WorkflowList, WorkflowNodeList } from '../db/workflows.js';

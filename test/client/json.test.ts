@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { payloadDigest, toCanonicalJson } from '../../src/client/json.js';
+import { payloadDigest, toCanonicalJson } from '../../src/json.js';
 import { NotSerializableError } from '../../src/errors.js';
 
 /** Runs `fn`, expects it to throw a NotSerializableError, and returns it. */

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import type { AppConfig } from '../../src/client/config.js';
-import { payloadDigest, toCanonicalJson } from '../../src/client/json.js';
+import { payloadDigest, toCanonicalJson } from '../../src/json.js';
 import type { TaskRow } from '../../src/db/tasks.js';
 import {
   ConfigError,

@@ -3,9 +3,9 @@
  * `{"err": {"code", "message", "data"}}`. Rows may have been written by hand or by an older version, so every
  * shape is checked and anything unexpected becomes a `RESULT_NOT_AVAILABLE` error rather than a throw.
  */
-import { TaskError, isValidErrorCode } from '../errors.js';
-import type { TaskResult } from '../errors.js';
-import type { JsonValue, TaskStatus } from '../types.js';
+import { TaskError, isValidErrorCode } from './errors.js';
+import type { TaskResult } from './errors.js';
+import type { JsonValue, TaskStatus } from './types.js';
 import { toCanonicalJson } from './json.js';
 
 /** Builds the stored envelope of a successful result. */

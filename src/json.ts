@@ -6,7 +6,7 @@
  * order, so equal payloads give equal text and equal digests (the `enqueue_sha` of idempotent sends).
  */
 import { createHash } from 'node:crypto';
-import { NotSerializableError } from '../errors.js';
+import { NotSerializableError } from './errors.js';
 
 /** Serializes `value` as canonical JSON, or throws {@link NotSerializableError} naming the offending path. */
 export function toCanonicalJson(value: unknown, rootPath: string): string {
