@@ -5,9 +5,9 @@ import { Command, InvalidArgumentError } from 'commander';
 import { Database, connectionFault } from '../db/Database.js';
 import { checkSchema } from '../db/schemaVersion.js';
 import { HorsiesError } from '../errors.js';
-import { loadApp } from '../client/loadApp.js';
 import { createDashboard } from '../dashboard/Dashboard.js';
 import type { App } from '../client/App.js';
+import { loadAppWithSchedules } from './schedules.js';
 
 interface DashboardCommandOptions {
   databaseUrl?: string;
@@ -56,7 +56,7 @@ export function addDashboardCommand(program: Command): void {
       let app: App | null = null;
       let db: Database;
       if (modulePath) {
-        app = await loadApp(modulePath, options.export);
+        app = await loadAppWithSchedules(modulePath, options.export);
         db = app.db;
       } else {
         const url = options.databaseUrl ?? process.env.DATABASE_URL;
@@ -73,7 +73,8 @@ export function addDashboardCommand(program: Command): void {
         await (app ? app.close() : db.end());
         throw connectionFault(error, db.target) ?? error;
       });
-      const dashboard = createDashboard(db, { token, hideData: options.hideData });
+      // From a module, the app itself: its declared schedules (with their patterns and zones) and their trigger.
+      const dashboard = createDashboard(app ?? db, { token, hideData: options.hideData });
       const server = createServer(dashboard.handle);
       await new Promise<void>((resolve, reject) => {
         server.once('error', reject);

@@ -31,18 +31,21 @@ function positiveInt(value: string): number {
   return n;
 }
 
+/** The schedules the module declares: the app's, else an array the module exports as `schedules`; null for none. */
+async function moduleSchedules(app: App, modulePath: string): Promise<unknown[] | null> {
+  if (app.schedules.length > 0) return [...app.schedules];
+  const mod = (await import(pathToFileURL(resolve(modulePath)).href)) as { schedules?: unknown };
+  return Array.isArray(mod.schedules) ? mod.schedules : null;
+}
+
 /** The declared schedules of the app module: `app.schedules` when it has some, else the module's `schedules` export. */
 async function loadSchedules(
   modulePath: string,
   exportName?: string,
 ): Promise<{ app: App; configs: ScheduleConfig[]; schedules: Schedule[] }> {
   const app = await loadApp(modulePath, exportName);
-  let configs: unknown = app.schedules;
-  if (app.schedules.length === 0) {
-    const mod = (await import(pathToFileURL(resolve(modulePath)).href)) as { schedules?: unknown };
-    configs = mod.schedules;
-  }
-  if (!Array.isArray(configs)) {
+  const configs = await moduleSchedules(app, modulePath);
+  if (configs === null) {
     await app.close();
     throw new HorsiesError(
       'CONFIG_INVALID',
@@ -53,6 +56,24 @@ async function loadSchedules(
     const declared = configs as ScheduleConfig[];
     const schedules = declareSchedules(declared, { tasks: app.tasks, queues: app.config.queues });
     return { app, configs: declared, schedules };
+  } catch (error) {
+    await app.close();
+    throw error;
+  }
+}
+
+/**
+ * The app of a module with every schedule the module declares, for those who read them from the app (the
+ * dashboard): a `schedules` export beside an app that declares none is added to it, as the scheduler runs it.
+ */
+export async function loadAppWithSchedules(modulePath: string, exportName?: string): Promise<App> {
+  const app = await loadApp(modulePath, exportName);
+  try {
+    if (app.schedules.length === 0) {
+      for (const config of (await moduleSchedules(app, modulePath)) ?? [])
+        app.schedule(config as ScheduleConfig);
+    }
+    return app;
   } catch (error) {
     await app.close();
     throw error;
