@@ -25,7 +25,7 @@ import { waitReason } from './waitReason.js';
 import { policyFields } from './policy.js';
 import { errorCodeSchema, resolveRetryPolicy } from '../retry.js';
 import type { AppConfig, ResolvedAppConfig } from './config.js';
-import { ResultWaiter } from './ResultWaiter.js';
+import { ResultWaiter, workflowOutcomes } from './ResultWaiter.js';
 import type { OutcomeSource } from './ResultWaiter.js';
 import type { SendContext } from './send.js';
 import { TaskDefinition } from './TaskDefinition.js';
@@ -347,8 +347,13 @@ export class App<Q extends string = string> implements HandleHost {
     return new WorkflowHandle<unknown>(this, id);
   }
 
-  /** @internal Waits on another source of outcomes (workflows); one waiter, one LISTEN per source. */
-  waitForOutcome<T>(source: OutcomeSource, id: string, timeoutMs?: number): Promise<TaskResult<T>> {
+  /** @internal Used by workflow handles. */
+  waitForWorkflow<T>(id: string, timeoutMs?: number): Promise<TaskResult<T>> {
+    return this.waitForOutcome<T>(workflowOutcomes, id, timeoutMs);
+  }
+
+  // Waits on another source of outcomes than tasks (workflows); one waiter, one LISTEN per source.
+  private waitForOutcome<T>(source: OutcomeSource, id: string, timeoutMs?: number): Promise<TaskResult<T>> {
     let waiter = this.otherWaiters.get(source);
     if (!waiter) {
       waiter = new ResultWaiter(this.db, { pollIntervalMs: this.config.resultPollIntervalMs }, source);

@@ -7,6 +7,7 @@
 import type { Database } from '../db/Database.js';
 import { Listener, channels } from '../db/Listener.js';
 import { TaskGetOutcomes } from '../db/tasks.js';
+import { WorkflowGetOutcomes } from '../db/workflows.js';
 import { TaskError } from '../errors.js';
 import type { TaskResult } from '../errors.js';
 import { decodeOutcome } from '../outcome.js';
@@ -34,6 +35,28 @@ export const taskOutcomes: OutcomeSource = {
     return new Map(rows.map((row) => [row.id, decodeOutcome(row)]));
   },
   notFound: (id) => new TaskError('TASK_NOT_FOUND', `no task with id ${id}`),
+};
+
+/** Outcomes of workflow runs; a run that is not COMPLETED, FAILED or CANCELLED has none yet. */
+export const workflowOutcomes: OutcomeSource = {
+  channel: channels.workflowDone,
+  async read(db, ids) {
+    const rows = await db.run(WorkflowGetOutcomes, { ids });
+    return new Map(
+      rows.map((row) => [
+        row.id,
+        row.status === 'COMPLETED' || row.status === 'FAILED' || row.status === 'CANCELLED'
+          ? decodeOutcome({
+              status: row.status,
+              result: row.result,
+              error_code: row.error_code,
+              failed_reason: null,
+            })
+          : null,
+      ]),
+    );
+  },
+  notFound: (id) => new TaskError('WORKFLOW_NOT_FOUND', `no workflow with id ${id}`),
 };
 
 /** Settings of a {@link ResultWaiter}. */

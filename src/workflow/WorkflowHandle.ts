@@ -1,15 +1,13 @@
 /**
- * A handle on one workflow run: its status, its typed result (awaited through a notification on
- * `workflow_done`, with a poll behind it), its nodes, and the result of one node.
+ * A handle on one workflow run: its status, its typed result (awaited through its host, the app, whose result
+ * waiter hears `workflow_done` with a poll behind it), its nodes, the result of one node, and control.
  */
-import type { OutcomeSource } from '../client/ResultWaiter.js';
-import { decodeOutcome } from '../outcome.js';
 import type { Database } from '../db/Database.js';
-import { channels } from '../db/Listener.js';
-import { WorkflowGet, WorkflowGetOutcomes, WorkflowList, WorkflowNodeList } from '../db/workflows.js';
+import { WorkflowGet, WorkflowList, WorkflowNodeList } from '../db/workflows.js';
 import type { WorkflowNodeRow, WorkflowNodeStatus, WorkflowRow, WorkflowStatus } from '../db/workflows.js';
 import { ConfigError, TaskError } from '../errors.js';
 import type { TaskResult } from '../errors.js';
+import { decodeOutcome } from '../outcome.js';
 import { cancelWorkflow, pauseWorkflow, resumeWorkflow, retryFailedWorkflow } from './control.js';
 import type { CancelResult, ControlResult } from './control.js';
 import type { ChildWorkflows } from './step.js';
@@ -20,30 +18,12 @@ export interface WorkflowHandleHost {
   readonly db: Database;
   /** Workflows that subworkflow nodes start (resume and retry may start children). */
   readonly workflows?: ChildWorkflows;
-  waitForOutcome<T>(source: OutcomeSource, id: string, timeoutMs?: number): Promise<TaskResult<T>>;
+  /**
+   * Waits for the run `id` to end: its outcome, `WORKFLOW_NOT_FOUND` when there is no such run, `WAIT_TIMEOUT`
+   * after `timeoutMs`.
+   */
+  waitForWorkflow<T>(id: string, timeoutMs?: number): Promise<TaskResult<T>>;
 }
-
-/** Outcomes of workflows, for the app's result waiters. */
-export const workflowOutcomes: OutcomeSource = {
-  channel: channels.workflowDone,
-  async read(db, ids) {
-    const rows = await db.run(WorkflowGetOutcomes, { ids });
-    return new Map(
-      rows.map((row) => [
-        row.id,
-        row.status === 'COMPLETED' || row.status === 'FAILED' || row.status === 'CANCELLED'
-          ? decodeOutcome({
-              status: row.status,
-              result: row.result,
-              error_code: row.error_code,
-              failed_reason: null,
-            })
-          : null,
-      ]),
-    );
-  },
-  notFound: (id) => new TaskError('WORKFLOW_NOT_FOUND', `no workflow with id ${id}`),
-};
 
 /** One node of a run, as a handle reports it. */
 export interface WorkflowNodeInfo {
@@ -88,7 +68,7 @@ export class WorkflowHandle<O> {
    * `WORKFLOW_NOT_FOUND`, `WAIT_TIMEOUT` after `timeoutMs`). Never throws for an outcome.
    */
   result(options: { timeoutMs?: number } = {}): Promise<TaskResult<O>> {
-    return this.host.waitForOutcome<O>(workflowOutcomes, this.id, options.timeoutMs);
+    return this.host.waitForWorkflow<O>(this.id, options.timeoutMs);
   }
 
   /**
