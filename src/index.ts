@@ -33,22 +33,16 @@ export type { MigrateResult } from './db/Migrator.js';
 export { startEmbeddedServer } from './dev/EmbeddedServer.js';
 export type { EmbeddedServer, EmbeddedServerOptions } from './dev/EmbeddedServer.js';
 export { Worker, createWorker } from './worker/Worker.js';
-export {
-  WorkflowBuilder,
-  WorkflowDefinition,
-  WorkflowNode,
-  workflow,
-} from './workflow/WorkflowDefinition.js';
+export { WorkflowBuilder, WorkflowDefinition, workflow } from './workflow/WorkflowDefinition.js';
 export type {
-  NodeJoin,
-  NodeOptions,
-  SubworkflowNodeOptions,
   StartOptions,
-  SuccessPolicy,
+  SubworkflowNodeOptions,
   TerminalResults,
   WorkflowHost,
   WorkflowOptions,
 } from './workflow/WorkflowDefinition.js';
+export { WorkflowNode } from './workflow/WorkflowNode.js';
+export type { NodeJoin, NodeOptions, SuccessPolicy } from './workflow/WorkflowNode.js';
 export { WorkflowHandle } from './workflow/WorkflowHandle.js';
 export type { WorkflowFilter, WorkflowInfo, WorkflowNodeInfo } from './workflow/WorkflowHandle.js';
 export type {

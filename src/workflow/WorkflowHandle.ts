@@ -11,7 +11,7 @@ import { decodeOutcome } from '../outcome.js';
 import { cancelWorkflow, pauseWorkflow, resumeWorkflow, retryFailedWorkflow } from './control.js';
 import type { CancelResult, ControlResult } from './control.js';
 import type { ChildWorkflows } from './step.js';
-import type { WorkflowNode } from './WorkflowDefinition.js';
+import type { WorkflowNode } from './WorkflowNode.js';
 
 /** What a handle needs of the app: an `App` is one. */
 export interface WorkflowHandleHost {
