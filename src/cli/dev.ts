@@ -1,23 +1,21 @@
 /**
  * `horsies dev <module>`: the development loop for the app exported by `<module>`, with nothing to set up. It
  * starts an embedded PostgreSQL in `.horsies-dev/` beside the project's package.json (or reuses the one already
- * running there, or takes `--database-url`), and runs a worker in a child process that migrates the app's schema
- * and serves every queue. A change to a file under the module's folder restarts the child (a module cannot be
- * imported again in one process). The dashboard is served by this process and outlives the restarts.
+ * running there, or takes `--database-url`), and runs a worker in a child process that migrates the app's schema,
+ * and serves every queue. A change to a file the app imports restarts the child (a module cannot be imported again
+ * in one process). The dashboard is served by this process and outlives the restarts.
  *
- *     horsies dev ──┬── embedded PostgreSQL (.horsies-dev/pg)
+ *     horsies dev ──┬── embedded PostgreSQL (.horsies-dev/pg, a session of its own)
  *                   ├── dashboard (http://127.0.0.1:7777/)
  *                   └── child: horsies dev-worker <module>   ← restarted on change
  *
- * The child tells the parent over IPC when its worker runs (and on which schema); the parent prints it.
+ * Ctrl-C reaches this process and the child (the server is out of the terminal's process group): the child's
+ * worker drains and writes its outcomes, then this process stops the server and says what happened in one line.
  */
-import { fork } from 'node:child_process';
-import type { ChildProcess } from 'node:child_process';
-import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync, watch } from 'node:fs';
-import type { FSWatcher } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { Server } from 'node:http';
-import { dirname, extname, join, relative, resolve } from 'node:path';
+import { dirname, join, relative, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { InvalidArgumentError } from 'commander';
 import type { Command } from 'commander';
@@ -26,11 +24,15 @@ import { createDashboard } from '../dashboard/Dashboard.js';
 import type { Dashboard } from '../dashboard/Dashboard.js';
 import { Database } from '../db/Database.js';
 import { startEmbeddedServer } from '../dev/EmbeddedServer.js';
-import { schemaVersion } from '../db/schemaVersion.js';
 import type { EmbeddedServer } from '../dev/EmbeddedServer.js';
+import { ImportWatcher } from '../dev/ImportWatcher.js';
+import { reportImports } from '../dev/importHooks.js';
+import { Supervisor } from '../dev/Supervisor.js';
+import type { ChildMessage, ReadyMessage } from '../dev/Supervisor.js';
+import { schemaVersion } from '../db/schemaVersion.js';
 import { HorsiesError, maskDatabaseUrl } from '../errors.js';
 import { createWorker } from '../worker/Worker.js';
-import { reportError } from './shared.js';
+import { isVerbose, reportError } from './shared.js';
 
 interface DevOptions {
   export?: string;
@@ -42,18 +44,16 @@ interface DevOptions {
   concurrency?: number;
 }
 
-/** What the child reports once its worker runs. */
-interface ReadyMessage {
-  type: 'ready';
-  schema: string;
-  version: number;
-  tasks: string[];
-  queues: string[];
+interface DevWorkerOptions {
+  export?: string;
+  concurrency?: number;
 }
 
-const WATCHED_EXTENSIONS = new Set(['.js', '.mjs', '.cjs', '.ts', '.mts', '.cts', '.tsx', '.jsx', '.json']);
 /** Name of the development folder, created beside the project's package.json. */
 export const DEV_FOLDER = '.horsies-dev';
+
+/** How soon a second SIGINT counts as the same Ctrl-C: npm (`npx`) passes the terminal's Ctrl-C on as another one. */
+const SAME_SIGNAL_MS = 1000;
 
 function port(value: string): number {
   const n = Number(value);
@@ -79,6 +79,10 @@ function say(message: string): void {
   console.log(`horsies dev: ${message}`);
 }
 
+function shown(file: string): string {
+  return relative(process.cwd(), file) || file;
+}
+
 /** Adds `dev` (and the hidden `dev-worker` it runs as its child) to the program. */
 export function addDevCommand(program: Command): void {
   program
@@ -92,7 +96,7 @@ export function addDevCommand(program: Command): void {
     .option('--data-dir <dir>', `folder of the embedded server (default: ${DEV_FOLDER}/ beside package.json)`)
     .option('--port <port>', 'dashboard port (0: any free port)', port, 7777)
     .option('--no-dashboard', 'do not serve the dashboard')
-    .option('--no-watch', 'do not restart the worker when a file changes')
+    .option('--no-watch', 'do not restart the worker when a file the app imports changes')
     .option('--concurrency <n>', 'handlers running at once', positiveInt)
     .action(async (modulePath: string, options: DevOptions) => {
       await runDev(modulePath, options);
@@ -103,7 +107,7 @@ export function addDevCommand(program: Command): void {
     .argument('<module>')
     .option('--export <name>')
     .option('--concurrency <n>', '', positiveInt)
-    .action(async (modulePath: string, options: { export?: string; concurrency?: number }) => {
+    .action(async (modulePath: string, options: DevWorkerOptions) => {
       await runDevWorker(modulePath, options);
     });
 }
@@ -127,7 +131,6 @@ async function runDev(modulePath: string, options: DevOptions): Promise<void> {
     mkdirSync(folder, { recursive: true });
     // The folder ignores itself, so nothing of it is ever committed.
     if (!existsSync(join(folder, '.gitignore'))) writeFileSync(join(folder, '.gitignore'), '*\n');
-    const shown = relative(process.cwd(), folder) || '.';
     server = await startEmbeddedServer({
       dataDir: join(folder, 'pg'),
       database: 'horsies_dev',
@@ -139,65 +142,186 @@ async function runDev(modulePath: string, options: DevOptions): Promise<void> {
     url = server.url;
     savePort(folder, url);
     say(
-      `PostgreSQL ${server.reused ? 'already running' : 'started'} in ${shown}/ ` +
+      `PostgreSQL ${server.reused ? 'already running' : 'started'} in ${relative(process.cwd(), folder) || '.'}/ ` +
         `(send from another shell with DATABASE_URL=${url})`,
     );
   }
 
-  const supervisor = new Supervisor(file, url, options);
+  const args = ['dev-worker', file];
+  if (options.export) args.push('--export', options.export);
+  if (options.concurrency) args.push('--concurrency', String(options.concurrency));
+  const supervisor = new Supervisor({ args, env: { ...process.env, DATABASE_URL: url } });
+
+  const verbose = isVerbose();
+  const watcher = options.watch
+    ? new ImportWatcher(file, {
+        onChange: (changed) => {
+          say(`${shown(changed)} changed: restarting the worker`);
+          supervisor.restart();
+        },
+        onIgnored: verbose
+          ? (other) => say(`${shown(other)} changed; the app does not import it: the worker keeps running`)
+          : undefined,
+      })
+    : null;
+
+  let stopping: number | null = null;
+  let written: number | null = null;
   let dashboard: { server: Server; dashboard: Dashboard; db: Database } | null = null;
-  let stopping = false;
-  supervisor.onReady = (ready) => {
+  let dashboardStarted = false;
+  supervisor.onStart = () => {
+    written = null;
+    watcher?.childStarted();
+  };
+  supervisor.onMessage = (message: ChildMessage) => {
+    if (message.type === 'imports') watcher?.add(message.files);
+    else if (message.type === 'stopped') written = message.written;
+    else if (message.type === 'ready') onReady(message);
+  };
+  const onReady = (ready: ReadyMessage): void => {
+    watcher?.childReady();
+    if (stopping !== null) return;
     say(
       `worker running ${ready.tasks.length} task(s) (${ready.tasks.join(', ') || 'none'}) on queue(s) ` +
         `${ready.queues.join(', ')}; schema ${ready.schema} at version ${ready.version}`,
     );
-    if (options.dashboard && !dashboard && !stopping) {
+    if (options.dashboard && !dashboardStarted) {
+      dashboardStarted = true;
       void serveDashboard(url as string, ready.schema, options.port).then(
         (served) => {
           dashboard = served;
-          const address = served.server.address();
-          const shownPort = typeof address === 'object' && address ? address.port : options.port;
-          say(`dashboard on http://127.0.0.1:${shownPort}/`);
+          say(`dashboard on http://127.0.0.1:${portOf(served.server) ?? options.port}/`);
         },
         (error: unknown) => reportError(error),
       );
     }
   };
-  supervisor.start();
-  if (options.watch) {
-    const watcher = new TreeWatcher(dirname(file), (changed) => {
-      say(`${relative(process.cwd(), changed) || changed} changed: restarting the worker`);
-      supervisor.restart();
-    });
-    watcher.start();
-    say(`watching ${relative(process.cwd(), dirname(file)) || '.'}/ for changes (Ctrl-C to stop)`);
-    supervisor.onStop.push(() => watcher.stop());
-  }
+  supervisor.onExit = (how) => {
+    if (stopping !== null) return;
+    if (watcher) {
+      watcher.childFailed();
+      say(`the worker exited (${how}); waiting for a change to start it again`);
+    } else {
+      say(`the worker exited (${how}); stopping`);
+      void stopAll().then(() => process.exit(1));
+    }
+  };
 
-  let signals = 0;
+  const stopAll = async (): Promise<string> => {
+    watcher?.stop();
+    const wasRunning = supervisor.running;
+    await supervisor.stop();
+    if (dashboard) {
+      dashboard.server.closeAllConnections();
+      dashboard.server.close();
+      await dashboard.dashboard.close();
+      await dashboard.db.end();
+    }
+    const parts: string[] = [];
+    if (written) parts.push(`the worker wrote the outcomes of ${written} task(s)`);
+    else if (written === 0) parts.push('the worker stopped, no task running');
+    else parts.push(wasRunning ? 'the worker stopped' : 'no worker was running');
+    if (server?.reused) parts.push('PostgreSQL left running (another process started it)');
+    else if (server) {
+      await server.stop();
+      parts.push('then PostgreSQL stopped');
+    }
+    return parts.join(', ');
+  };
+
+  supervisor.start();
+  if (watcher) say(`watching the files ${shown(file)} imports (Ctrl-C to stop)`);
+
   const shutdown = (): void => {
-    signals += 1;
-    if (signals > 1) {
+    if (stopping !== null) {
+      if (Date.now() - stopping < SAME_SIGNAL_MS) return;
+      say('second Ctrl-C: exiting at once (unwritten outcomes are recovered at the next start)');
       supervisor.kill();
       process.exit(1);
     }
-    stopping = true;
-    say('stopping');
-    void (async () => {
-      await supervisor.stop();
-      if (dashboard) {
-        dashboard.server.closeAllConnections();
-        dashboard.server.close();
-        await dashboard.dashboard.close();
-        await dashboard.db.end();
-      }
-      if (server && !server.reused) await server.stop();
-      process.exit(0);
-    })().catch((error: unknown) => process.exit(reportError(error)));
+    stopping = Date.now();
+    say('stopping: the worker finishes its running tasks first (Ctrl-C again to exit at once)');
+    stopAll().then(
+      (what) => {
+        say(`stopped: ${what}`);
+        process.exit(0);
+      },
+      (error: unknown) => process.exit(reportError(error)),
+    );
   };
   process.on('SIGINT', shutdown);
   process.on('SIGTERM', shutdown);
+}
+
+// The embedded server keeps its port from run to run when it is free, so a DATABASE_URL written down stays good.
+function savedPort(folder: string): number | undefined {
+  try {
+    const saved = JSON.parse(readFileSync(join(folder, 'dev.json'), 'utf8')) as { port?: unknown };
+    return typeof saved.port === 'number' ? saved.port : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+function savePort(folder: string, url: string): void {
+  const port = Number(new URL(url).port);
+  writeFileSync(join(folder, 'dev.json'), `${JSON.stringify({ port })}\n`);
+}
+
+function send(message: ChildMessage): Promise<void> {
+  return new Promise((resolvePromise) => {
+    if (!process.send || !process.connected) return resolvePromise();
+    process.send(message, undefined, {}, () => resolvePromise());
+  });
+}
+
+/** The child: reports what it imports, loads the app, migrates its schema, runs a worker until SIGTERM or SIGINT. */
+async function runDevWorker(modulePath: string, options: DevWorkerOptions): Promise<void> {
+  reportImports((file) => void send({ type: 'imports', files: [file] }));
+  const app = await loadApp(modulePath, options.export);
+  const worker = createWorker(app, {
+    migrate: true,
+    startupTimeoutMs: 10_000,
+    concurrency: options.concurrency,
+    appModule: pathToFileURL(resolve(modulePath)).href,
+    appExport: options.export,
+  });
+  let written = 0;
+  let stopping = false;
+  const stop = (): void => {
+    if (stopping) return;
+    stopping = true;
+    worker.on('task:finished', (finished) => {
+      written += finished.length;
+    });
+    void (async () => {
+      await worker.stop();
+      await app.close();
+      await send({ type: 'stopped', written });
+    })().then(
+      () => process.exit(0),
+      (error: unknown) => process.exit(reportError(error)),
+    );
+  };
+  process.on('SIGINT', stop);
+  process.on('SIGTERM', stop);
+  // The parent going away (killed) must not leave a worker behind.
+  process.on('disconnect', stop);
+  try {
+    await worker.start();
+  } catch (error) {
+    await app.close();
+    throw error;
+  }
+  if (stopping) return;
+  await send({
+    type: 'ready',
+    schema: app.db.schema,
+    version: await schemaVersion(app.db),
+    tasks: [...app.tasks.keys()],
+    queues: worker.config.queues,
+    dashboardPort: null,
+  });
 }
 
 async function serveDashboard(
@@ -226,213 +350,7 @@ async function serveDashboard(
   return { server, dashboard, db };
 }
 
-// The embedded server keeps its port from run to run when it is free, so a DATABASE_URL written down stays good.
-function savedPort(folder: string): number | undefined {
-  try {
-    const saved = JSON.parse(readFileSync(join(folder, 'dev.json'), 'utf8')) as { port?: unknown };
-    return typeof saved.port === 'number' ? saved.port : undefined;
-  } catch {
-    return undefined;
-  }
-}
-
-function savePort(folder: string, url: string): void {
-  const port = Number(new URL(url).port);
-  writeFileSync(join(folder, 'dev.json'), `${JSON.stringify({ port })}\n`);
-}
-
-/** Runs the worker child, restarts it on request, and stops it. */
-class Supervisor {
-  onReady: (ready: ReadyMessage) => void = () => undefined;
-  readonly onStop: Array<() => void> = [];
-  private child: ChildProcess | null = null;
-  private exited: Promise<void> = Promise.resolve();
-  private stopped = false;
-  private restarting: Promise<void> | null = null;
-  private again = false;
-
-  constructor(
-    private readonly file: string,
-    private readonly url: string,
-    private readonly options: DevOptions,
-  ) {}
-
-  start(): void {
-    const args = ['dev-worker', this.file];
-    if (this.options.export) args.push('--export', this.options.export);
-    if (this.options.concurrency) args.push('--concurrency', String(this.options.concurrency));
-    // The same entry point and loader flags as this process (tsx when run from source).
-    const child = fork(process.argv[1] as string, args, {
-      env: { ...process.env, DATABASE_URL: this.url },
-      execArgv: process.execArgv,
-      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
-    });
-    this.child = child;
-    child.on('message', (message: ReadyMessage) => {
-      if (message?.type === 'ready') this.onReady(message);
-    });
-    this.exited = new Promise((resolvePromise) => {
-      child.once('exit', (code, signal) => {
-        if (this.child === child) this.child = null;
-        if (!this.stopped && !this.restarting) {
-          say(
-            `the worker exited (${signal ?? `code ${code}`}); ` +
-              (this.options.watch ? 'waiting for a change to start it again' : 'stopping'),
-          );
-          if (!this.options.watch) process.exit(code || 1);
-        }
-        resolvePromise();
-      });
-    });
-  }
-
-  /** Stops the child (gracefully) and starts a new one; changes during a restart cause one more. */
-  restart(): void {
-    if (this.stopped) return;
-    if (this.restarting) {
-      this.again = true;
-      return;
-    }
-    this.restarting = (async () => {
-      do {
-        this.again = false;
-        await this.stopChild();
-        if (this.stopped) return;
-        this.start();
-      } while (this.again);
-    })().finally(() => {
-      this.restarting = null;
-    });
-  }
-
-  async stop(): Promise<void> {
-    this.stopped = true;
-    for (const fn of this.onStop) fn();
-    await this.restarting;
-    await this.stopChild();
-  }
-
-  kill(): void {
-    this.child?.kill('SIGKILL');
-  }
-
-  private async stopChild(): Promise<void> {
-    const child = this.child;
-    if (child && child.exitCode === null && child.signalCode === null) {
-      child.kill('SIGTERM');
-      const timer = setTimeout(() => child.kill('SIGKILL'), 35_000);
-      await this.exited;
-      clearTimeout(timer);
-    }
-  }
-}
-
-/**
- * Watches a folder and its subfolders (not `node_modules` nor dot-folders) for changes to source files, calling
- * `onChange` once per burst of changes. Folders created later are picked up at the next burst.
- */
-class TreeWatcher {
-  private readonly watchers = new Map<string, FSWatcher>();
-  private timer: NodeJS.Timeout | null = null;
-  private last = '';
-
-  constructor(
-    private readonly root: string,
-    private readonly onChange: (file: string) => void,
-  ) {}
-
-  start(): void {
-    this.scan(this.root);
-  }
-
-  stop(): void {
-    if (this.timer) clearTimeout(this.timer);
-    for (const watcher of this.watchers.values()) watcher.close();
-    this.watchers.clear();
-  }
-
-  private scan(dir: string): void {
-    if (!this.watchers.has(dir)) {
-      try {
-        const watcher = watch(dir, (_event, name) => {
-          if (name && WATCHED_EXTENSIONS.has(extname(name))) this.changed(join(dir, name));
-          else if (name && !name.startsWith('.') && name !== 'node_modules') this.rescanSoon();
-        });
-        watcher.on('error', () => this.watchers.delete(dir));
-        this.watchers.set(dir, watcher);
-      } catch {
-        return;
-      }
-    }
-    let entries: string[];
-    try {
-      entries = readdirSync(dir, { withFileTypes: true })
-        .filter((e) => e.isDirectory() && !e.name.startsWith('.') && e.name !== 'node_modules')
-        .map((e) => e.name);
-    } catch {
-      return;
-    }
-    for (const name of entries) this.scan(join(dir, name));
-  }
-
-  private rescanSoon(): void {
-    setTimeout(() => this.scan(this.root), 100).unref();
-  }
-
-  private changed(file: string): void {
-    this.last = file;
-    if (this.timer) clearTimeout(this.timer);
-    this.timer = setTimeout(() => {
-      this.timer = null;
-      this.scan(this.root);
-      this.onChange(this.last);
-    }, 150);
-  }
-}
-
-/** The child: loads the app, migrates its schema, runs a worker until SIGTERM or SIGINT. */
-async function runDevWorker(
-  modulePath: string,
-  options: { export?: string; concurrency?: number },
-): Promise<void> {
-  const app = await loadApp(modulePath, options.export);
-  const worker = createWorker(app, {
-    migrate: true,
-    startupTimeoutMs: 10_000,
-    concurrency: options.concurrency,
-    appModule: pathToFileURL(resolve(modulePath)).href,
-    appExport: options.export,
-  });
-  let stopping = false;
-  const stop = (): void => {
-    if (stopping) return;
-    stopping = true;
-    void worker
-      .stop()
-      .then(() => app.close())
-      .then(
-        () => process.exit(0),
-        (error: unknown) => process.exit(reportError(error)),
-      );
-  };
-  process.on('SIGINT', stop);
-  process.on('SIGTERM', stop);
-  // The parent going away (killed) must not leave a worker behind.
-  process.on('disconnect', stop);
-  try {
-    await worker.start();
-  } catch (error) {
-    await app.close();
-    throw error;
-  }
-  if (stopping) return;
-  const version = await schemaVersion(app.db);
-  const ready: ReadyMessage = {
-    type: 'ready',
-    schema: app.db.schema,
-    version,
-    tasks: [...app.tasks.keys()],
-    queues: worker.config.queues,
-  };
-  process.send?.(ready);
+function portOf(server: Server): number | null {
+  const address = server.address();
+  return typeof address === 'object' && address ? address.port : null;
 }

@@ -7,8 +7,17 @@ import { afterAll } from 'vitest';
 const ROOT = resolve(import.meta.dirname, '../..');
 const running = new Set<ChildProcess>();
 
+const groups = new Set<number>();
+
 afterAll(() => {
   for (const child of running) child.kill('SIGKILL');
+  for (const pid of groups) {
+    try {
+      process.kill(-pid, 'SIGKILL');
+    } catch {
+      // the group is gone
+    }
+  }
 });
 
 /** A running process and what it printed so far. */
@@ -22,11 +31,15 @@ export interface RunningProcess {
   exited: Promise<number | string>;
 }
 
-/** Starts `command args` (default: the `horsies` CLI from source through tsx) in `cwd`. */
+/**
+ * Starts `command args` (default: the `horsies` CLI from source through tsx) in `cwd`. With `group`, the process
+ * leads a process group of its own, as a command started from a terminal does: `process.kill(-child.pid, signal)`
+ * then signals it and every process it started in its group, as Ctrl-C does.
+ */
 export function startProcess(
   args: string[],
   env: Record<string, string | undefined>,
-  options: { cwd?: string; command?: string; raw?: boolean } = {},
+  options: { cwd?: string; command?: string; raw?: boolean; group?: boolean } = {},
 ): RunningProcess {
   const command = options.command ?? process.execPath;
   const argv = options.raw ? args : ['--import', 'tsx', resolve(ROOT, 'src/cli/main.ts'), ...args];
@@ -34,8 +47,10 @@ export function startProcess(
     cwd: options.cwd ?? ROOT,
     env: { ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
+    detached: options.group ?? false,
   });
   running.add(child);
+  if (options.group && child.pid !== undefined) groups.add(child.pid);
   let output = '';
   const listeners = new Set<() => void>();
   const onData = (chunk: Buffer): void => {
