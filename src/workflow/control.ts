@@ -24,17 +24,16 @@ import { channels } from '../db/Listener.js';
 import {
   WorkflowCancelMany,
   WorkflowLock,
-  WorkflowLockChildren,
   WorkflowNodeReopen,
   WorkflowReopen,
   WorkflowSetStatus,
   WorkflowTasksLock,
   WorkflowWakeHeld,
-  WorkflowWithdrawPending,
 } from '../db/workflows.js';
 import type { WorkflowRow, WorkflowStatus } from '../db/workflows.js';
 import { step, stepParent } from './step.js';
 import type { ChildWorkflows, ParentNode, StepResult } from './step.js';
+import { LIVE_STATUSES, lockDescendants, pauseTree } from './tree.js';
 
 /** What a control operation did. */
 export interface ControlResult {
@@ -50,38 +49,6 @@ export interface CancelResult extends ControlResult {
   tasksCancelled: number;
   /** Running tasks asked to stop (their AbortSignal fires). */
   tasksStopping: number;
-}
-
-const LIVE: readonly WorkflowStatus[] = ['PENDING', 'RUNNING', 'PAUSED'];
-
-/** Locks the live descendants of a locked workflow, level by level, parents first. */
-async function lockDescendants(db: Database, tx: Queryable, root: WorkflowRow): Promise<WorkflowRow[]> {
-  const found: WorkflowRow[] = [];
-  for (let level = [root.id]; level.length > 0;) {
-    const children = (await db.run(WorkflowLockChildren, { parentIds: level }, tx)).filter((c) =>
-      LIVE.includes(c.status),
-    );
-    found.push(...children);
-    level = children.map((c) => c.id);
-  }
-  return found;
-}
-
-/**
- * Pauses a locked workflow and its running descendants, and gives back their tasks that never ran. Used by
- * {@link pauseWorkflow} and by a step whose failed node pauses its workflow (`onError: 'pause'`). Returns the
- * ids paused.
- */
-export async function pauseTree(db: Database, tx: Queryable, root: WorkflowRow): Promise<string[]> {
-  const tree = [root, ...(await lockDescendants(db, tx, root))];
-  const paused = await db.run(
-    WorkflowSetStatus,
-    { ids: tree.map((w) => w.id), from: ['RUNNING'], to: 'PAUSED' },
-    tx,
-  );
-  const stopped = tree.filter((w) => w.status === 'RUNNING' || w.status === 'PAUSED').map((w) => w.id);
-  await db.run(WorkflowWithdrawPending, { ids: stopped }, tx);
-  return paused.map((p) => p.id);
 }
 
 /**
@@ -157,7 +124,7 @@ export function resumeWorkflow(db: Database, id: string, children?: ChildWorkflo
  */
 export function cancelWorkflow(db: Database, id: string, children?: ChildWorkflows): Promise<CancelResult> {
   return control<CancelResult>(db, id, children, async (tx, root) => {
-    if (!root || !LIVE.includes(root.status)) {
+    if (!root || !LIVE_STATUSES.includes(root.status)) {
       return { result: { status: root?.status ?? null, changed: [], tasksCancelled: 0, tasksStopping: 0 } };
     }
     const ids = [root, ...(await lockDescendants(db, tx, root))].map((w) => w.id);

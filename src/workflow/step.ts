@@ -43,7 +43,7 @@ import {
 } from '../db/workflows.js';
 import type { NodeSummaryRow, WorkflowNodeStatus, WorkflowRow, WorkflowStatus } from '../db/workflows.js';
 import type { JsonValue } from '../types.js';
-import { pauseTree } from './control.js';
+import { pauseTree } from './tree.js';
 import { outcomeOf, resolveRefs } from './wiring.js';
 import type { InputTemplate, UpstreamState } from './wiring.js';
 
