@@ -7,7 +7,6 @@
  */
 import type { Database } from '../db/Database.js';
 import { ClusterFiguresRead, SerialPlansSet } from '../db/metrics.js';
-import type { MaintenanceService } from '../recovery/Maintainer.js';
 import type { HorsiesMetrics, QueueFigures } from './Metrics.js';
 
 /** A worker counts as live with a snapshot this recent (the dashboard's and the CLI's window). */
@@ -19,8 +18,12 @@ export interface ClusterCollectorResult {
   liveWorkers: number;
 }
 
-/** Sets the cluster gauges from one query per pass. */
-export class ClusterCollector implements MaintenanceService<ClusterCollectorResult> {
+/**
+ * Sets the cluster gauges from one query per pass. A maintenance service by its shape (`name`, `runsOnStart`,
+ * `runOnce`), which recovery/services.ts checks where it lists it: metrics/ imports nothing of recovery/, as
+ * WorkflowRecovery does not.
+ */
+export class ClusterCollector {
   readonly name = 'metrics';
   readonly runsOnStart = false;
 
