@@ -10,6 +10,7 @@ import type { ServerConfig } from './api.js';
 import { useLiveStatus } from './live.js';
 import { DeadLettersPage } from './pages/DeadLettersPage.js';
 import { OverviewPage } from './pages/OverviewPage.js';
+import type { PageProps } from './pages/PageProps.js';
 import { QueuesPage } from './pages/QueuesPage.js';
 import { SchedulesPage } from './pages/SchedulesPage.js';
 import { TaskPage } from './pages/TaskPage.js';
@@ -18,13 +19,6 @@ import { WorkersPage } from './pages/WorkersPage.js';
 import { WorkflowPage } from './pages/WorkflowPage.js';
 import { WorkflowsPage } from './pages/WorkflowsPage.js';
 import './style.css';
-
-/** What a page gets: the rest of the path, the query of the hash, and the server's settings. */
-export interface PageProps {
-  rest: string[];
-  query: URLSearchParams;
-  config: ServerConfig;
-}
 
 interface Route {
   path: string;

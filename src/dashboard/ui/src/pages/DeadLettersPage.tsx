@@ -7,7 +7,7 @@ import type { DeadLetterGroup } from '../api.js';
 import { ActionMessage, useAction } from '../components.js';
 import { ago, count } from '../format.js';
 import { useApi } from '../hooks.js';
-import type { PageProps } from '../main.js';
+import type { PageProps } from './PageProps.js';
 
 function tasksLink(g: { task_name: string; queue_name: string; error_code: string | null }): string {
   const q = new URLSearchParams({ tab: 'dead', task: g.task_name, queue: g.queue_name });

@@ -4,7 +4,7 @@ import type { QueueSummary } from '../api.js';
 import { ActionMessage, useAction } from '../components.js';
 import { ago, count } from '../format.js';
 import { useApi } from '../hooks.js';
-import type { PageProps } from '../main.js';
+import type { PageProps } from './PageProps.js';
 
 export function QueuesPage(props: PageProps): JSX.Element {
   const { data, error, reload } = useApi<QueueSummary[]>('queues');

@@ -8,7 +8,7 @@ import type { ScheduleRow } from '../api.js';
 import { ActionMessage, Status, useAction } from '../components.js';
 import { ago, time } from '../format.js';
 import { useApi } from '../hooks.js';
-import type { PageProps } from '../main.js';
+import type { PageProps } from './PageProps.js';
 
 export function SchedulesPage(props: PageProps): JSX.Element {
   const { data, error, reload } = useApi<{ fromApp: boolean; schedules: ScheduleRow[] }>('schedules');

@@ -4,7 +4,7 @@ import type { TaskDetail } from '../api.js';
 import { ActionMessage, JsonBlock, Status, useAction } from '../components.js';
 import { ago, time } from '../format.js';
 import { useApi } from '../hooks.js';
-import type { PageProps } from '../main.js';
+import type { PageProps } from './PageProps.js';
 
 const TERMINAL = ['COMPLETED', 'FAILED', 'CANCELLED', 'EXPIRED'];
 

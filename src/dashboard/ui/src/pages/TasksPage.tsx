@@ -9,7 +9,7 @@ import type { TaskRow } from '../api.js';
 import { hashWith, Pager, Status } from '../components.js';
 import { ago, time } from '../format.js';
 import { useApi } from '../hooks.js';
-import type { PageProps } from '../main.js';
+import type { PageProps } from './PageProps.js';
 
 const TABS: { tab: string; label: string }[] = [
   { tab: 'pending', label: 'Pending' },

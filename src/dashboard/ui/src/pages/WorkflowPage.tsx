@@ -10,7 +10,7 @@ import type { WorkflowDetail, WorkflowLayer, WorkflowNode } from '../api.js';
 import { ActionMessage, JsonBlock, Status, useAction } from '../components.js';
 import { ago, count, time } from '../format.js';
 import { useApi } from '../hooks.js';
-import type { PageProps } from '../main.js';
+import type { PageProps } from './PageProps.js';
 
 /** `COMPLETED 9,990 · RUNNING 10`, most frequent first. */
 function counts(tally: Record<string, number>): string {

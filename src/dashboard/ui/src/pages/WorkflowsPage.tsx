@@ -8,7 +8,7 @@ import type { WorkflowRow } from '../api.js';
 import { hashWith, Pager, Status } from '../components.js';
 import { ago, time } from '../format.js';
 import { useApi } from '../hooks.js';
-import type { PageProps } from '../main.js';
+import type { PageProps } from './PageProps.js';
 
 const STATUSES = ['', 'PENDING', 'RUNNING', 'PAUSED', 'COMPLETED', 'FAILED', 'CANCELLED'];
 
