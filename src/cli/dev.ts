@@ -2,16 +2,17 @@
  * `horsies dev <module>`: the development loop for the app exported by `<module>`, with nothing to set up. It
  * starts an embedded PostgreSQL in `.horsies-dev/` beside the project's package.json (or reuses the one already
  * running there, or takes `--database-url`), and runs a worker in a child process that migrates the app's schema,
- * and serves every queue. A change to a file the app imports restarts the child (a module cannot be imported again
- * in one process). The dashboard is served by this process and outlives the restarts.
+ * serves every queue and serves the dashboard on the app it loaded. A change to a file the app imports restarts the
+ * child (a module cannot be imported again in one process); the dashboard keeps its address across restarts.
  *
  *     horsies dev ──┬── embedded PostgreSQL (.horsies-dev/pg, a session of its own)
- *                   ├── dashboard (http://127.0.0.1:7777/)
+ *                   ├── dashboard address (http://127.0.0.1:7777/) ──> the child's dashboard
  *                   └── child: horsies dev-worker <module>   ← restarted on change
  *
  * Ctrl-C reaches this process and the child (the server is out of the terminal's process group): the child's
  * worker drains and writes its outcomes, then this process stops the server and says what happened in one line.
  */
+import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { Server } from 'node:http';
@@ -22,7 +23,7 @@ import type { Command } from 'commander';
 import { loadApp } from '../client/loadApp.js';
 import { createDashboard } from '../dashboard/Dashboard.js';
 import type { Dashboard } from '../dashboard/Dashboard.js';
-import { Database } from '../db/Database.js';
+import { DashboardProxy } from '../dev/DashboardProxy.js';
 import { startEmbeddedServer } from '../dev/EmbeddedServer.js';
 import type { EmbeddedServer } from '../dev/EmbeddedServer.js';
 import { ImportWatcher } from '../dev/ImportWatcher.js';
@@ -47,10 +48,18 @@ interface DevOptions {
 interface DevWorkerOptions {
   export?: string;
   concurrency?: number;
+  dashboard?: boolean;
 }
 
 /** Name of the development folder, created beside the project's package.json. */
 export const DEV_FOLDER = '.horsies-dev';
+
+/**
+ * The actions of the dashboard under `horsies dev` (cancel, resubmit, pause, trigger...) need this token: a page of
+ * another site cannot send it. `HORSIES_DASHBOARD_TOKEN` when set, else a fresh one per session, handed to the
+ * browser in the fragment of the printed link (fragments never reach the server).
+ */
+const TOKEN_ENV = 'HORSIES_DASHBOARD_TOKEN';
 
 /** How soon a second SIGINT counts as the same Ctrl-C: npm (`npx`) passes the terminal's Ctrl-C on as another one. */
 const SAME_SIGNAL_MS = 1000;
@@ -107,6 +116,7 @@ export function addDevCommand(program: Command): void {
     .argument('<module>')
     .option('--export <name>')
     .option('--concurrency <n>', '', positiveInt)
+    .option('--dashboard')
     .action(async (modulePath: string, options: DevWorkerOptions) => {
       await runDevWorker(modulePath, options);
     });
@@ -147,10 +157,14 @@ async function runDev(modulePath: string, options: DevOptions): Promise<void> {
     );
   }
 
+  const token = process.env[TOKEN_ENV] || randomBytes(18).toString('base64url');
+  const proxy = options.dashboard ? new DashboardProxy() : null;
+  const dashboardPort = proxy ? await proxy.listen(options.port) : null;
   const args = ['dev-worker', file];
   if (options.export) args.push('--export', options.export);
   if (options.concurrency) args.push('--concurrency', String(options.concurrency));
-  const supervisor = new Supervisor({ args, env: { ...process.env, DATABASE_URL: url } });
+  if (proxy) args.push('--dashboard');
+  const supervisor = new Supervisor({ args, env: { ...process.env, DATABASE_URL: url, [TOKEN_ENV]: token } });
 
   const verbose = isVerbose();
   const watcher = options.watch
@@ -167,10 +181,10 @@ async function runDev(modulePath: string, options: DevOptions): Promise<void> {
 
   let stopping: number | null = null;
   let written: number | null = null;
-  let dashboard: { server: Server; dashboard: Dashboard; db: Database } | null = null;
-  let dashboardStarted = false;
+  let announced = false;
   supervisor.onStart = () => {
     written = null;
+    proxy?.serve(null);
     watcher?.childStarted();
   };
   supervisor.onMessage = (message: ChildMessage) => {
@@ -180,23 +194,20 @@ async function runDev(modulePath: string, options: DevOptions): Promise<void> {
   };
   const onReady = (ready: ReadyMessage): void => {
     watcher?.childReady();
+    proxy?.serve(ready.dashboardPort);
     if (stopping !== null) return;
     say(
       `worker running ${ready.tasks.length} task(s) (${ready.tasks.join(', ') || 'none'}) on queue(s) ` +
         `${ready.queues.join(', ')}; schema ${ready.schema} at version ${ready.version}`,
     );
-    if (options.dashboard && !dashboardStarted) {
-      dashboardStarted = true;
-      void serveDashboard(url as string, ready.schema, options.port).then(
-        (served) => {
-          dashboard = served;
-          say(`dashboard on http://127.0.0.1:${portOf(served.server) ?? options.port}/`);
-        },
-        (error: unknown) => reportError(error),
-      );
+    if (dashboardPort !== null && !announced) {
+      announced = true;
+      // The fragment hands the token to the page without sending it to the server (see the dashboard's UI).
+      say(`dashboard on http://127.0.0.1:${dashboardPort}/#token=${encodeURIComponent(token)}`);
     }
   };
   supervisor.onExit = (how) => {
+    proxy?.serve(null);
     if (stopping !== null) return;
     if (watcher) {
       watcher.childFailed();
@@ -211,12 +222,7 @@ async function runDev(modulePath: string, options: DevOptions): Promise<void> {
     watcher?.stop();
     const wasRunning = supervisor.running;
     await supervisor.stop();
-    if (dashboard) {
-      dashboard.server.closeAllConnections();
-      dashboard.server.close();
-      await dashboard.dashboard.close();
-      await dashboard.db.end();
-    }
+    await proxy?.close();
     const parts: string[] = [];
     if (written) parts.push(`the worker wrote the outcomes of ${written} task(s)`);
     else if (written === 0) parts.push('the worker stopped, no task running');
@@ -275,7 +281,10 @@ function send(message: ChildMessage): Promise<void> {
   });
 }
 
-/** The child: reports what it imports, loads the app, migrates its schema, runs a worker until SIGTERM or SIGINT. */
+/**
+ * The child: reports what it imports, loads the app, migrates its schema, runs a worker (and, with `--dashboard`,
+ * the dashboard on the app, with actions, on a free loopback port) until SIGTERM or SIGINT.
+ */
 async function runDevWorker(modulePath: string, options: DevWorkerOptions): Promise<void> {
   reportImports((file) => void send({ type: 'imports', files: [file] }));
   const app = await loadApp(modulePath, options.export);
@@ -286,6 +295,7 @@ async function runDevWorker(modulePath: string, options: DevWorkerOptions): Prom
     appModule: pathToFileURL(resolve(modulePath)).href,
     appExport: options.export,
   });
+  let dashboard: { dashboard: Dashboard; server: Server } | null = null;
   let written = 0;
   let stopping = false;
   const stop = (): void => {
@@ -296,6 +306,11 @@ async function runDevWorker(modulePath: string, options: DevWorkerOptions): Prom
     });
     void (async () => {
       await worker.stop();
+      if (dashboard) {
+        dashboard.server.closeAllConnections();
+        dashboard.server.close();
+        await dashboard.dashboard.close();
+      }
       await app.close();
       await send({ type: 'stopped', written });
     })().then(
@@ -314,40 +329,25 @@ async function runDevWorker(modulePath: string, options: DevWorkerOptions): Prom
     throw error;
   }
   if (stopping) return;
+  if (options.dashboard)
+    dashboard = await serveDashboard(createDashboard(app, { token: process.env[TOKEN_ENV] }));
   await send({
     type: 'ready',
     schema: app.db.schema,
     version: await schemaVersion(app.db),
     tasks: [...app.tasks.keys()],
     queues: worker.config.queues,
-    dashboardPort: null,
+    dashboardPort: dashboard ? portOf(dashboard.server) : null,
   });
 }
 
-async function serveDashboard(
-  url: string,
-  schema: string,
-  wanted: number,
-): Promise<{ server: Server; dashboard: Dashboard; db: Database }> {
-  const db = new Database({ connectionString: url, schema, poolSize: 4 });
-  const dashboard = createDashboard(db, {});
+async function serveDashboard(dashboard: Dashboard): Promise<{ dashboard: Dashboard; server: Server }> {
   const server = createServer(dashboard.handle);
-  const listen = (p: number): Promise<void> =>
-    new Promise<void>((resolvePromise, reject) => {
-      server.once('error', reject);
-      server.listen(p, '127.0.0.1', () => {
-        server.off('error', reject);
-        resolvePromise();
-      });
-    });
-  try {
-    await listen(wanted);
-  } catch (error) {
-    // The usual port is taken (another dev loop, a dashboard): any free port will do.
-    if ((error as NodeJS.ErrnoException).code !== 'EADDRINUSE' || wanted === 0) throw error;
-    await listen(0);
-  }
-  return { server, dashboard, db };
+  await new Promise<void>((resolvePromise, reject) => {
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => resolvePromise());
+  });
+  return { dashboard, server };
 }
 
 function portOf(server: Server): number | null {

@@ -1,8 +1,8 @@
 /**
  * `horsies dev` on a user's module (against the test server with --database-url; the embedded server is covered by
- * pack.test.ts and devStop.test.ts): it migrates, runs the tasks, serves the dashboard, restarts the worker when a
- * file the app imports changes (and only then), survives a module that fails to load until the next change, and
- * stops cleanly on SIGINT.
+ * pack.test.ts and devStop.test.ts): it migrates, runs the tasks, serves the dashboard on the app (its schedules,
+ * with actions), restarts the worker when a file the app imports changes (and only then), survives a module that
+ * fails to load until the next change, and stops cleanly on SIGINT.
  */
 import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
@@ -50,7 +50,7 @@ app.schedule({
   );
 }
 
-it('runs the module, reloads it on a change to what it imports, waits out a broken edit, and stops on SIGINT', async () => {
+it('runs the module, serves its dashboard with actions, reloads on a change to what it imports, waits out a broken edit, and stops on SIGINT', async () => {
   mkdirSync(folder, { recursive: true });
   writeLib('hello');
   writeModule();
@@ -61,12 +61,33 @@ it('runs the module, reloads it on a change to what it imports, waits out a brok
   await dev.waitFor(
     /worker running 1 task\(s\) \(dev\.greet\) on queue\(s\) default; schema (\w+) at version \d+/,
   );
-  const [, dashboard] = await dev.waitFor(/dashboard on (http:\/\/127\.0\.0\.1:\d+\/)/);
+  const [, dashboard, token] = await dev.waitFor(/dashboard on (http:\/\/127\.0\.0\.1:\d+\/)#token=(\S+)/);
   expect((await fetch(`${dashboard}api/overview`)).status).toBe(200);
+  expect(await (await fetch(`${dashboard}api/config`)).json()).toEqual({ actions: true, hideData: false });
 
   const app = createApp({ databaseUrl: databaseUrl(), schema, logger: testLogger });
   const greet = app.task({ name: 'dev.greet', input: z.object({ name: z.string() }), handler: () => '' });
   try {
+    // The dashboard knows the app: its declared schedule, with pattern and zone, and a trigger that runs it.
+    const listed = (await (await fetch(`${dashboard}api/schedules`)).json()) as {
+      fromApp: boolean;
+      schedules: { name: string; pattern: string | null; timezone: string | null }[];
+    };
+    expect(listed.fromApp).toBe(true);
+    expect(listed.schedules).toContainEqual(
+      expect.objectContaining({ name: 'dev.nightly', pattern: 'daily at 02:30', timezone: 'Europe/Berlin' }),
+    );
+    const triggered = await fetch(`${dashboard}api/schedules/dev.nightly/trigger`, {
+      method: 'POST',
+      headers: { 'x-horsies-token': decodeURIComponent(token as string) },
+    });
+    expect(triggered.status).toBe(200);
+    const { taskId } = (await triggered.json()) as { taskId: string };
+    expect(await app.handle(taskId).result({ timeoutMs: 30_000 })).toEqual({
+      ok: true,
+      value: 'hello at night',
+    });
+
     const first = await (await greet.send({ name: 'Ada' })).result({ timeoutMs: 30_000 });
     expect(first).toEqual({ ok: true, value: 'hello Ada' });
 
