@@ -1,53 +1,14 @@
 /**
- * Draws a workflow's graph as text, in layers: a node's depth is the longest path to it from a root, so every
- * node's dependencies sit in layers above it. Each node is one line (id, task, status, what it waits for, join
- * rule; in a layer with subworkflow nodes, the child run each started); a layer of more than `maxPerLayer` nodes
- * is summarised (counts by status and by task, what its nodes wait for, and the first few that failed or run), so
- * a workflow of 10,000 nodes stays readable. A graph of more than `maxLayers` layers (a long chain) draws each
- * run of consecutive layers that share one status as one line.
+ * Draws a workflow's graph as text, in the layers of `src/workflow/dag.ts` (a node's depth is the longest path to
+ * it from a root, so every node's dependencies sit in layers above it). Each node is one line (id, task, status,
+ * what it waits for, join rule; in a layer with subworkflow nodes, the child run each started); a layer of more
+ * than `maxPerLayer` nodes is summarised (counts by status and by task, what its nodes wait for, and the first few
+ * that failed or run), so a workflow of 10,000 nodes stays readable. A graph of more than `maxLayers` layers (a
+ * long chain) draws each run of consecutive layers that share one status as one line.
  */
-import type { WorkflowNodeGraphRow } from '../db/workflows.js';
+import type { DagNode } from '../workflow/dag.js';
+import { layers } from '../workflow/dag.js';
 import { formatTable } from './format.js';
-
-/** One node, as the drawing needs it. */
-export interface DagNode {
-  index: number;
-  id: string;
-  task: string;
-  /** The node's status as shown (RUNNING while its task runs). */
-  status: string;
-  /** Indexes of the nodes it waits for. */
-  dependencies: number[];
-  join: 'all' | 'any' | 'quorum';
-  minSuccess: number | null;
-  allowFailedDeps: boolean;
-  /** The error code of a FAILED or SKIPPED node. */
-  errorCode: string | null;
-  /** The node's task, once it has one. */
-  taskId: string | null;
-  /** For a node that runs a whole workflow: that workflow's name (else null or absent). */
-  subworkflow?: string | null;
-  /** For a subworkflow node: the child workflow it started, once it has one. */
-  childWorkflowId?: string | null;
-}
-
-/** A node read by `WorkflowNodeGraph` (its status already RUNNING while its task runs), as the drawings need it. */
-export function dagNode(row: WorkflowNodeGraphRow): DagNode {
-  return {
-    index: row.node_index,
-    id: row.node_id,
-    task: row.task_name,
-    status: row.status,
-    dependencies: row.dependencies,
-    join: row.join_rule,
-    minSuccess: row.min_success,
-    allowFailedDeps: row.allow_failed_deps,
-    errorCode: row.error_code,
-    taskId: row.task_id,
-    subworkflow: row.subworkflow,
-    childWorkflowId: row.child_workflow_id,
-  };
-}
 
 /** What a subworkflow node's line says of its child: the child's id, or that none was started yet. */
 export function childLabel(node: DagNode): string {
@@ -66,52 +27,6 @@ export interface RenderOptions {
    * drawn as one line each. Default 40.
    */
   maxLayers?: number;
-}
-
-/**
- * The layers of a graph: `layers[d]` holds the indexes of the nodes at depth d, in index order. Iterative (a
- * chain of 10,000 nodes needs no deep recursion). Nodes on a cycle or waiting for a missing node, which a
- * stored workflow cannot have, are put in a last layer rather than dropped.
- */
-export function layers(nodes: readonly DagNode[]): number[][] {
-  const byIndex = new Map(nodes.map((n) => [n.index, n]));
-  const waiting = new Map<number, number>();
-  const dependents = new Map<number, number[]>();
-  for (const node of nodes) {
-    const deps = node.dependencies.filter((d) => byIndex.has(d));
-    waiting.set(node.index, deps.length === node.dependencies.length ? deps.length : Infinity);
-    for (const dep of deps) {
-      const list = dependents.get(dep) ?? [];
-      list.push(node.index);
-      dependents.set(dep, list);
-    }
-  }
-  const depth = new Map<number, number>();
-  let frontier = nodes.filter((n) => waiting.get(n.index) === 0).map((n) => n.index);
-  for (const index of frontier) depth.set(index, 0);
-  while (frontier.length > 0) {
-    const next: number[] = [];
-    for (const index of frontier) {
-      for (const dependent of dependents.get(index) ?? []) {
-        depth.set(dependent, Math.max(depth.get(dependent) ?? 0, (depth.get(index) ?? 0) + 1));
-        const left = (waiting.get(dependent) ?? 0) - 1;
-        waiting.set(dependent, left);
-        if (left === 0) next.push(dependent);
-      }
-    }
-    frontier = next;
-  }
-  const result: number[][] = [];
-  const stray: number[] = [];
-  for (const node of nodes) {
-    const d = depth.get(node.index);
-    if (d === undefined || (waiting.get(node.index) ?? 0) !== 0) stray.push(node.index);
-    else (result[d] ??= []).push(node.index);
-  }
-  for (const layer of result) layer?.sort((a, b) => a - b);
-  const dense = result.filter((layer): layer is number[] => layer !== undefined);
-  if (stray.length > 0) dense.push(stray.sort((a, b) => a - b));
-  return dense;
 }
 
 /** The join rule as shown: `all`, `any`, `quorum 2/3`, with `+failed` when failed dependencies are allowed. */

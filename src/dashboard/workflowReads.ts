@@ -1,19 +1,20 @@
 /**
  * What the workflow and schedule pages read, and the workflow actions they run (through the library's control
  * functions). A workflow's graph comes from `WorkflowNodeGraph` (no inputs or results, so a workflow of 10,000
- * nodes reads in one cheap statement) and is laid out in layers by the CLI's `layers`: a node's depth is the
- * longest path to it from a root. Layers of more than {@link MAX_PER_LAYER} nodes are sent as counts (by status,
- * by task) and the first few nodes that failed, were skipped or run, as the CLI draws them; with more than
+ * nodes reads in one cheap statement) and is laid out in layers by `layers` (src/workflow/dag.ts): a node's depth
+ * is the longest path to it from a root. Layers of more than {@link MAX_PER_LAYER} nodes are sent as counts (by
+ * status, by task) and the first few nodes that failed, were skipped or run, as the CLI draws them; with more than
  * {@link MAX_LAYERS} layers, runs of consecutive layers that share one status are sent as one entry.
  */
 import type { App } from '../client/App.js';
-import { dagNode, layers } from '../cli/dag.js';
-import type { DagNode } from '../cli/dag.js';
 import type { Database } from '../db/Database.js';
 import { DashboardWorkflowPage } from '../db/dashboard.js';
 import type { WorkflowListRow } from '../db/dashboard.js';
 import { WORKFLOW_STATUSES, WorkflowGet, WorkflowNodeGraph } from '../db/workflows.js';
 import { cancelWorkflow, pauseWorkflow, resumeWorkflow, retryFailedWorkflow } from '../workflow/control.js';
+import { layers } from '../workflow/dag.js';
+import type { DagNode } from '../workflow/dag.js';
+import { dagNode } from '../workflow/dagNode.js';
 import { listSchedules } from '../scheduler/operations.js';
 import type { ScheduleInfo } from '../scheduler/operations.js';
 import { BadRequest } from './reads.js';

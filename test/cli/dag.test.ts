@@ -1,7 +1,7 @@
-/** The text drawing of a workflow's graph: layers by longest path, node lines, summaries of huge layers. */
+/** The text drawing of a workflow's graph: node lines, summaries of huge layers, runs of uniform layers. */
 import { describe, expect, it } from 'vitest';
-import { joinLabel, layers, renderDag } from '../../src/cli/dag.js';
-import type { DagNode } from '../../src/cli/dag.js';
+import { joinLabel, renderDag } from '../../src/cli/dag.js';
+import type { DagNode } from '../../src/workflow/dag.js';
 
 function node(index: number, id: string, dependencies: number[] = [], extra: Partial<DagNode> = {}): DagNode {
   return {
@@ -18,31 +18,6 @@ function node(index: number, id: string, dependencies: number[] = [], extra: Par
     ...extra,
   };
 }
-
-describe('layers', () => {
-  it('puts a node one below its deepest dependency, not its shallowest', () => {
-    // a → b → c, and a → c directly: c is at depth 2.
-    expect(layers([node(0, 'a'), node(1, 'b', [0]), node(2, 'c', [0, 1])])).toEqual([[0], [1], [2]]);
-  });
-
-  it('handles dependencies on nodes with a higher index', () => {
-    expect(layers([node(0, 'late', [1]), node(1, 'first')])).toEqual([[1], [0]]);
-  });
-
-  it('draws a chain of 10,000 nodes without deep recursion', () => {
-    const chain = Array.from({ length: 10_000 }, (_, i) => node(i, `c${i}`, i === 0 ? [] : [i - 1]));
-    const result = layers(chain);
-    expect(result).toHaveLength(10_000);
-    expect(result[9_999]).toEqual([9_999]);
-  });
-
-  it('keeps nodes on a cycle or with a missing dependency in a last layer', () => {
-    expect(layers([node(0, 'a'), node(1, 'x', [2]), node(2, 'y', [1]), node(3, 'z', [7])])).toEqual([
-      [0],
-      [1, 2, 3],
-    ]);
-  });
-});
 
 describe('joinLabel', () => {
   it('names the rule, the quorum and allowFailedDeps; nothing for a root', () => {
