@@ -20,6 +20,7 @@ import { HorsiesError } from '../errors.js';
 import { TASK_STATUSES } from '../types.js';
 import type { TaskStatus } from '../types.js';
 import { refuseAction } from './actionGuard.js';
+import type { ScheduleList, ServerConfig } from './contract.js';
 import { LiveFeed } from './LiveFeed.js';
 import type { LiveFeedOptions } from './LiveFeed.js';
 import {
@@ -103,7 +104,7 @@ export function createDashboard(source: DashboardSource, options: DashboardOptio
     if (method === 'GET' || method === 'HEAD') {
       const [first, second] = parts;
       if (parts.length === 1 && first === 'config')
-        return json(res, 200, { actions: Boolean(token), hideData });
+        return json(res, 200, { actions: Boolean(token), hideData } satisfies ServerConfig);
       if (parts.length === 1 && first === 'events') return live.attach(res);
       if (parts.length === 1 && first === 'overview') return json(res, 200, await readOverview(db));
       if (parts.length === 1 && first === 'queues') return json(res, 200, await readQueues(db));
@@ -125,7 +126,10 @@ export function createDashboard(source: DashboardSource, options: DashboardOptio
           : json(res, 404, { error: `no workflow with id ${second}` });
       }
       if (parts.length === 1 && first === 'schedules')
-        return json(res, 200, { fromApp: app !== null, schedules: await readSchedules(db, app) });
+        return json(res, 200, {
+          fromApp: app !== null,
+          schedules: await readSchedules(db, app),
+        } satisfies ScheduleList<Date>);
       return json(res, 404, { error: 'no such endpoint' });
     }
     if (method !== 'POST') return json(res, 405, { error: 'method not allowed' });

@@ -29,6 +29,7 @@ import type { PendingView, TaskListRow } from '../db/dashboard.js';
 import { AttemptListByTask, TaskGet } from '../db/tasks.js';
 import { LIVE_WORKER_WINDOW_MS } from '../client/operations.js';
 import { TASK_STATUSES } from '../types.js';
+import type { DeadLetterGroup, Overview, QueueSummary, TaskDetail, TaskPage, WorkerRow } from './contract.js';
 
 /** The tabs of the task list: the asynq views (scheduled, retrying, dead) over horsies' statuses. */
 export const TASK_TABS = [
@@ -58,12 +59,6 @@ export interface TaskListQuery {
   /** Opaque position from a previous page's `nextCursor`. */
   cursor: string | null;
   limit: number;
-}
-
-/** A page of tasks and where the next one starts (null on the last page). */
-export interface TaskPage {
-  rows: TaskListRow[];
-  nextCursor: string | null;
 }
 
 /** Snapshots older than this are listed as stale; older still, not at all. */
@@ -112,7 +107,7 @@ export class BadRequest extends Error {
 }
 
 /** A page of the task list. */
-export async function readTaskPage(db: Database, q: TaskListQuery): Promise<TaskPage> {
+export async function readTaskPage(db: Database, q: TaskListQuery): Promise<TaskPage<Date>> {
   const limit = q.limit;
   const fetch = limit + 1;
   const view = PENDING_VIEWS[q.tab];
@@ -187,7 +182,7 @@ export async function readTaskPage(db: Database, q: TaskListQuery): Promise<Task
   return page(rows, limit, (r) => [r.sort_at, r.id]);
 }
 
-function page(rows: TaskListRow[], limit: number, key: (row: TaskListRow) => unknown[]): TaskPage {
+function page(rows: TaskListRow[], limit: number, key: (row: TaskListRow) => unknown[]): TaskPage<Date> {
   const more = rows.length > limit;
   const shown = more ? rows.slice(0, limit) : rows;
   const last = shown[shown.length - 1];
@@ -195,7 +190,11 @@ function page(rows: TaskListRow[], limit: number, key: (row: TaskListRow) => unk
 }
 
 /** One task with its attempts and latest heartbeats; input and result left out when `hideData`. */
-export async function readTask(db: Database, id: string, hideData: boolean): Promise<object | null> {
+export async function readTask(
+  db: Database,
+  id: string,
+  hideData: boolean,
+): Promise<TaskDetail<Date> | null> {
   const [row] = await db.run(TaskGet, { id });
   if (!row) return null;
   const [attempts, heartbeats] = await Promise.all([
@@ -218,24 +217,8 @@ function zeroCounts(): Record<string, number> {
   return Object.fromEntries(TASK_STATUSES.map((s) => [s, 0]));
 }
 
-/** Per-queue figures: live counts (exact), finished in the last hour, paused, and the workers' settings. */
-export interface QueueSummary {
-  queue: string;
-  paused: boolean;
-  pending: number;
-  scheduled: number;
-  claimed: number;
-  running: number;
-  oldestReadyAt: Date | null;
-  lastHour: Record<string, number>;
-  /** Priority and concurrency caps, as the live workers serving the queue report them. */
-  priority: number | null;
-  maxConcurrency: number | null;
-  workers: number;
-}
-
 /** Every queue that has tasks waiting or in flight, finished some in the last hour, or has a stored state. */
-export async function readQueues(db: Database): Promise<QueueSummary[]> {
+export async function readQueues(db: Database): Promise<QueueSummary<Date>[]> {
   const [pending, inFlight, recent, states, workers] = await Promise.all([
     db.run(DashboardPendingStats, {}),
     db.run(DashboardInFlightStats, {}),
@@ -243,8 +226,8 @@ export async function readQueues(db: Database): Promise<QueueSummary[]> {
     db.run(DashboardQueueStates, {}),
     db.run(DashboardWorkers, { withinMs: LIVE_WORKER_WINDOW_MS }),
   ]);
-  const queues = new Map<string, QueueSummary>();
-  const get = (queue: string): QueueSummary => {
+  const queues = new Map<string, QueueSummary<Date>>();
+  const get = (queue: string): QueueSummary<Date> => {
     let q = queues.get(queue);
     if (!q) {
       q = {
@@ -285,7 +268,7 @@ export async function readQueues(db: Database): Promise<QueueSummary[]> {
 }
 
 /** The overview page: queues, totals, the last hour's throughput by minute, workers and leaders. */
-export async function readOverview(db: Database): Promise<object> {
+export async function readOverview(db: Database): Promise<Overview<Date>> {
   const [queues, throughput, workers, leaders] = await Promise.all([
     readQueues(db),
     db.run(DashboardThroughput, { windowMs: HOUR_MS, bucketMs: 60_000 }),
@@ -316,12 +299,12 @@ export async function readOverview(db: Database): Promise<object> {
 }
 
 /** Worker snapshots of the last ten minutes, each marked stale when older than the live window. */
-export async function readWorkers(db: Database): Promise<object[]> {
+export async function readWorkers(db: Database): Promise<WorkerRow<Date>[]> {
   const rows = await db.run(DashboardWorkers, { withinMs: WORKER_HISTORY_MS });
   return rows.map((w) => ({ ...w, stale: w.age_ms > LIVE_WORKER_WINDOW_MS }));
 }
 
 /** Dead letters (FAILED, CANCELLED, EXPIRED) grouped by task, queue and error code (the dead-letter page). */
-export function readDeadLetterGroups(db: Database): Promise<object[]> {
+export function readDeadLetterGroups(db: Database): Promise<DeadLetterGroup<Date>[]> {
   return db.run(DashboardDeadLetterGroups, {});
 }

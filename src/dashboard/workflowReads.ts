@@ -4,19 +4,19 @@
  * nodes reads in one cheap statement) and is laid out in layers by `layers` (src/workflow/dag.ts): a node's depth
  * is the longest path to it from a root. Layers of more than {@link MAX_PER_LAYER} nodes are sent as counts (by
  * status, by task) and the first few nodes that failed, were skipped or run, as the CLI draws them; with more than
- * {@link MAX_LAYERS} layers, runs of consecutive layers that share one status are sent as one entry.
+ * {@link MAX_LAYERS} layers, runs of consecutive layers that share one status are sent as one entry. The answers'
+ * shapes are those of contract.ts.
  */
 import type { App } from '../client/App.js';
 import type { Database } from '../db/Database.js';
 import { DashboardWorkflowPage } from '../db/dashboard.js';
-import type { WorkflowListRow } from '../db/dashboard.js';
 import { WORKFLOW_STATUSES, WorkflowGet, WorkflowNodeGraph } from '../db/workflows.js';
 import { cancelWorkflow, pauseWorkflow, resumeWorkflow, retryFailedWorkflow } from '../workflow/control.js';
 import { layers } from '../workflow/dag.js';
 import type { DagNode } from '../workflow/dag.js';
 import { dagNode } from '../workflow/dagNode.js';
 import { listSchedules } from '../scheduler/operations.js';
-import type { ScheduleInfo } from '../scheduler/operations.js';
+import type { ScheduleRow, WorkflowDetail, WorkflowLayer, WorkflowPage } from './contract.js';
 import { BadRequest } from './reads.js';
 
 /** Layers with more nodes than this are sent as counts. */
@@ -34,14 +34,8 @@ export interface WorkflowListQuery {
   limit: number;
 }
 
-/** A page of workflows and where the next one starts (null on the last page). */
-export interface WorkflowPage {
-  rows: Omit<WorkflowListRow, 'sort_at'>[];
-  nextCursor: string | null;
-}
-
 /** A page of workflows, newest first. */
-export async function readWorkflowPage(db: Database, q: WorkflowListQuery): Promise<WorkflowPage> {
+export async function readWorkflowPage(db: Database, q: WorkflowListQuery): Promise<WorkflowPage<Date>> {
   if (q.status !== null && !(WORKFLOW_STATUSES as readonly string[]).includes(q.status)) {
     throw new BadRequest(`status must be one of ${WORKFLOW_STATUSES.join(', ')}`);
   }
@@ -72,27 +66,6 @@ export async function readWorkflowPage(db: Database, q: WorkflowListQuery): Prom
   return { rows: page.map(({ sort_at: _sortAt, ...row }) => row), nextCursor };
 }
 
-/** One entry of the drawn graph. */
-export type LayerView =
-  | { kind: 'nodes'; depth: number; size: number; counts: Record<string, number>; nodes: DagNode[] }
-  | {
-      kind: 'summary';
-      depth: number;
-      size: number;
-      counts: Record<string, number>;
-      tasks: Record<string, number>;
-      /** The first few FAILED, SKIPPED and RUNNING nodes. */
-      notable: DagNode[];
-    }
-  | {
-      kind: 'run';
-      depth: number;
-      toDepth: number;
-      size: number;
-      status: string;
-      tasks: Record<string, number>;
-    };
-
 function tally(labels: readonly string[]): Record<string, number> {
   const out: Record<string, number> = {};
   for (const label of labels) out[label] = (out[label] ?? 0) + 1;
@@ -100,14 +73,14 @@ function tally(labels: readonly string[]): Record<string, number> {
 }
 
 /** The graph in layers, summarised where it is too wide or too deep to draw whole. */
-export function layerViews(nodes: readonly DagNode[]): LayerView[] {
+export function layerViews(nodes: readonly DagNode[]): WorkflowLayer[] {
   const byIndex = new Map(nodes.map((n) => [n.index, n]));
   const grouped = layers(nodes).map((layer) => layer.map((i) => byIndex.get(i)!));
   const uniform = grouped.map((layer) => {
     const first = layer[0]!.status;
     return grouped.length > MAX_LAYERS && layer.every((n) => n.status === first) ? first : null;
   });
-  const out: LayerView[] = [];
+  const out: WorkflowLayer[] = [];
   for (let depth = 0; depth < grouped.length; depth += 1) {
     const status = uniform[depth];
     let end = depth;
@@ -146,7 +119,11 @@ export function layerViews(nodes: readonly DagNode[]): LayerView[] {
 }
 
 /** One workflow: its row (result and params left out when data is hidden), its node counts and its layers. */
-export async function readWorkflow(db: Database, id: string, hideData: boolean): Promise<object | null> {
+export async function readWorkflow(
+  db: Database,
+  id: string,
+  hideData: boolean,
+): Promise<WorkflowDetail<Date> | null> {
   const [row] = await db.run(WorkflowGet, { id });
   if (!row) return null;
   const nodes = (await db.run(WorkflowNodeGraph, { workflowId: id })).map(dagNode);
@@ -239,6 +216,6 @@ export async function runWorkflowAction(
  * The schedules: with an app, its declarations joined to the state rows (undeclared rows marked orphaned);
  * with a bare database, the state rows only (`declared` and `orphaned` null).
  */
-export function readSchedules(db: Database, app: App | null): Promise<ScheduleInfo[]> {
+export function readSchedules(db: Database, app: App | null): Promise<ScheduleRow<Date>[]> {
   return app ? app.listSchedules() : listSchedules(db);
 }

@@ -1,8 +1,8 @@
 /**
  * A workflow's graph as the CLI and the dashboard draw it: its nodes, and their layers by longest path (a node's
  * depth is the longest path to it from a root, so every node's dependencies sit in layers above it). Pure, and
- * imports nothing, so any room can name its types, the dashboard's browser code included; `dagNode`
- * (./dagNode.ts) makes a node from its row.
+ * imports nothing: the dashboard's API contract (`src/dashboard/contract.ts`) names {@link DagNode} for the
+ * browser, whose typecheck must not reach the database layer. `dagNode` (./dagNode.ts) makes a node from its row.
  */
 
 /** One node, as the drawings need it. */

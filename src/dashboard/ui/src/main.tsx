@@ -5,8 +5,8 @@
 import { render } from 'preact';
 import type { ComponentChildren, JSX } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
+import type { ServerConfig } from '../../contract.js';
 import { get, storeToken, storedToken } from './api.js';
-import type { ServerConfig } from './api.js';
 import { useLiveStatus } from './live.js';
 import { DeadLettersPage } from './pages/DeadLettersPage.js';
 import { OverviewPage } from './pages/OverviewPage.js';

@@ -3,7 +3,7 @@
  * everything a filter matches, in bulk.
  */
 import type { JSX } from 'preact';
-import type { DeadLetterGroup } from '../api.js';
+import type { DeadLetterGroup } from '../../../contract.js';
 import { ActionMessage, useAction } from '../components.js';
 import { ago, count } from '../format.js';
 import { useApi } from '../hooks.js';

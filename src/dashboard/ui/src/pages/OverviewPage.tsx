@@ -1,6 +1,6 @@
 /** Overview: live counts, the last hour's throughput and failure rate, oldest pending age, workers, leader. */
 import type { JSX } from 'preact';
-import type { Overview } from '../api.js';
+import type { Overview } from '../../../contract.js';
 import { Chart } from '../Chart.js';
 import { Stat } from '../components.js';
 import { ago, count, duration } from '../format.js';

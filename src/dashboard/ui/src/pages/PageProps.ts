@@ -1,5 +1,5 @@
 /** What the router (main.tsx) gives a page. */
-import type { ServerConfig } from '../api.js';
+import type { ServerConfig } from '../../../contract.js';
 
 /** What a page gets: the rest of the path, the query of the hash, and the server's settings. */
 export interface PageProps {

@@ -1,6 +1,6 @@
 /** Queues: depth, in flight, caps and priority as the workers report them, pause and resume. */
 import type { JSX } from 'preact';
-import type { QueueSummary } from '../api.js';
+import type { QueueSummary } from '../../../contract.js';
 import { ActionMessage, useAction } from '../components.js';
 import { ago, count } from '../format.js';
 import { useApi } from '../hooks.js';

@@ -4,14 +4,14 @@
  * from a bare database URL offers only pause and resume.
  */
 import type { JSX } from 'preact';
-import type { ScheduleRow } from '../api.js';
+import type { ScheduleList, ScheduleRow } from '../../../contract.js';
 import { ActionMessage, Status, useAction } from '../components.js';
 import { ago, time } from '../format.js';
 import { useApi } from '../hooks.js';
 import type { PageProps } from './PageProps.js';
 
 export function SchedulesPage(props: PageProps): JSX.Element {
-  const { data, error, reload } = useApi<{ fromApp: boolean; schedules: ScheduleRow[] }>('schedules');
+  const { data, error, reload } = useApi<ScheduleList>('schedules');
   const [action, run] = useAction(reload);
   if (error) return <p class="error">{error}</p>;
   if (!data) return <p class="muted">loading…</p>;

@@ -1,6 +1,6 @@
 /** One task: its timeline, input, result or error, attempts, heartbeats, and cancel or resubmit. */
 import type { JSX } from 'preact';
-import type { TaskDetail } from '../api.js';
+import type { TaskDetail } from '../../../contract.js';
 import { ActionMessage, JsonBlock, Status, useAction } from '../components.js';
 import { ago, time } from '../format.js';
 import { useApi } from '../hooks.js';

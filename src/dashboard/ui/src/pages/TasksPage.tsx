@@ -5,7 +5,7 @@
  */
 import type { JSX } from 'preact';
 import { useState } from 'preact/hooks';
-import type { TaskRow } from '../api.js';
+import type { TaskPage, TaskRow } from '../../../contract.js';
 import { hashWith, Pager, Status } from '../components.js';
 import { ago, time } from '../format.js';
 import { useApi } from '../hooks.js';
@@ -48,7 +48,7 @@ export function TasksPage(props: PageProps): JSX.Element {
     if (v) api.set(f, f === 'from' || f === 'to' ? new Date(v).toISOString() : v);
   }
   if (cursor) api.set('cursor', cursor);
-  const { data, error } = useApi<{ rows: TaskRow[]; nextCursor: string | null }>(`tasks?${api.toString()}`);
+  const { data, error } = useApi<TaskPage>(`tasks?${api.toString()}`);
   const heading = data?.rows[0] ? when(tab, data.rows[0])[0] : 'time';
   const applyFilters = (e: Event): void => {
     e.preventDefault();

@@ -1,6 +1,6 @@
 /** Workers: the latest snapshot of each worker seen in the last ten minutes; silent ones marked stale. */
 import type { JSX } from 'preact';
-import type { WorkerRow } from '../api.js';
+import type { WorkerRow } from '../../../contract.js';
 import { ago, duration } from '../format.js';
 import { useApi } from '../hooks.js';
 

@@ -6,7 +6,7 @@
  * actions enabled: Pause, Resume, Cancel and Retry failed, as the workflow's status allows.
  */
 import type { JSX } from 'preact';
-import type { WorkflowDetail, WorkflowLayer, WorkflowNode } from '../api.js';
+import type { WorkflowDetail, WorkflowLayer, WorkflowNode } from '../../../contract.js';
 import { ActionMessage, JsonBlock, Status, useAction } from '../components.js';
 import { ago, count, time } from '../format.js';
 import { useApi } from '../hooks.js';

@@ -4,7 +4,7 @@
  */
 import type { JSX } from 'preact';
 import { useState } from 'preact/hooks';
-import type { WorkflowRow } from '../api.js';
+import type { WorkflowPage } from '../../../contract.js';
 import { hashWith, Pager, Status } from '../components.js';
 import { ago, time } from '../format.js';
 import { useApi } from '../hooks.js';
@@ -25,9 +25,7 @@ export function WorkflowsPage(props: PageProps): JSX.Element {
     const v = query.get(f);
     if (v) api.set(f, v);
   }
-  const { data, error } = useApi<{ rows: WorkflowRow[]; nextCursor: string | null }>(
-    `workflows?${api.toString()}`,
-  );
+  const { data, error } = useApi<WorkflowPage>(`workflows?${api.toString()}`);
   return (
     <section>
       <h1>Workflows</h1>

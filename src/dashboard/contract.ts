@@ -1,0 +1,240 @@
+/**
+ * The dashboard's JSON API as types: what each endpoint answers. The server (Dashboard.ts, reads.ts,
+ * workflowReads.ts) declares its answers with these types and the UI (ui/src) reads them with the same, so a shape
+ * that one side changes and the other does not follow fails the typecheck. Types only: the UI imports this module
+ * with `import type`, so its build loads none of the server's code, and its typecheck follows only the imports
+ * below, which import nothing.
+ *
+ * Times are the type parameter `Time`: the server builds these shapes with Dates (`Time = Date`), which JSON
+ * carries as ISO strings, what the UI reads (`Time = string`, the default).
+ */
+import type { ScheduleInfo } from '../scheduler/ScheduleInfo.js';
+import type { DagNode } from '../workflow/dag.js';
+
+/** `GET api/config`: the server settings the UI follows. */
+export interface ServerConfig {
+  /** Actions are enabled (a token is set); requests must carry it. */
+  actions: boolean;
+  /** Task and workflow inputs and results are left out of every answer. */
+  hideData: boolean;
+}
+
+/** A row of a task list. */
+export interface TaskRow<Time = string> {
+  id: string;
+  task_name: string;
+  queue_name: string;
+  priority: number;
+  status: string;
+  sent_at: Time;
+  enqueued_at: Time;
+  claimed_at: Time | null;
+  started_at: Time | null;
+  finished_at: Time | null;
+  error_code: string | null;
+  attempt: number;
+  retry_count: number;
+  max_retries: number;
+  next_retry_at: Time | null;
+  claimed_by_worker_id: string | null;
+  resubmit_count: number;
+}
+
+/** `GET api/tasks`: a page of tasks and where the next one starts (null on the last page). */
+export interface TaskPage<Time = string> {
+  rows: TaskRow<Time>[];
+  /** Opaque: pass it back as `cursor` for the next page. */
+  nextCursor: string | null;
+}
+
+/** One queue's figures: live counts (exact), finished in the last hour, paused, and the workers' settings. */
+export interface QueueSummary<Time = string> {
+  queue: string;
+  paused: boolean;
+  pending: number;
+  scheduled: number;
+  claimed: number;
+  running: number;
+  oldestReadyAt: Time | null;
+  /** Tasks finished in the last hour, by status. */
+  lastHour: Record<string, number>;
+  /** Priority and concurrency caps, as the live workers serving the queue report them. */
+  priority: number | null;
+  maxConcurrency: number | null;
+  workers: number;
+}
+
+/** `GET api/overview`: queues, totals, the last hour's throughput by minute, workers and leaders. */
+export interface Overview<Time = string> {
+  queues: QueueSummary<Time>[];
+  totals: {
+    pending: number;
+    scheduled: number;
+    claimed: number;
+    running: number;
+    lastHour: Record<string, number>;
+  };
+  oldestReadyAt: Time | null;
+  throughput: { bucket: Time; completed: number; failed: number; other: number }[];
+  workers: { live: number; stale: number };
+  leaders: { name: string; leader_id: string; elected_at: Time; expires_at: Time; live: boolean }[];
+}
+
+/** A worker's latest snapshot (`GET api/workers` lists those of the last ten minutes). */
+export interface WorkerRow<Time = string> {
+  worker_id: string;
+  snapshot_at: Time;
+  age_ms: number;
+  /** Older than the live window. */
+  stale: boolean;
+  hostname: string | null;
+  pid: number | null;
+  processes: number | null;
+  queues: string[] | null;
+  tasks_running: number | null;
+  tasks_claimed: number | null;
+  memory_usage_mb: number | null;
+  cpu_percent: number | null;
+  max_claim_per_worker: number | null;
+  cluster_wide_cap: number | null;
+  queue_max_concurrency: Record<string, number | null> | null;
+  worker_started_at: Time | null;
+}
+
+/** `GET api/tasks/:id`: a task with its attempts and latest heartbeats. */
+export interface TaskDetail<Time = string> extends TaskRow<Time> {
+  /** Null when `hidden`. */
+  input: unknown;
+  /** Null when `hidden`. */
+  result: unknown;
+  /** The server hides inputs and results. */
+  hidden: boolean;
+  failed_reason: string | null;
+  completed_at: Time | null;
+  failed_at: Time | null;
+  good_until: Time | null;
+  claim_expires_at: Time | null;
+  cancel_requested_at: Time | null;
+  resubmitted_at: Time | null;
+  claim_generation: number;
+  worker_hostname: string | null;
+  worker_pid: number | null;
+  /** The latest progress its handler reported, when, and in which attempt. */
+  progress: unknown;
+  progress_at: Time | null;
+  progress_attempt: number | null;
+  /** The sender's W3C trace context, when it traced the send. */
+  trace_context: { traceparent: string; tracestate?: string } | null;
+  /** The group the task was sent in, or null. */
+  group_key: string | null;
+  attempts: {
+    attempt: number;
+    outcome: string;
+    will_retry: boolean;
+    started_at: Time | null;
+    finished_at: Time;
+    error_code: string | null;
+    error_message: string | null;
+    worker_id: string | null;
+  }[];
+  heartbeats: {
+    role: string;
+    sender_id: string;
+    sent_at: Time;
+    hostname: string | null;
+    pid: number | null;
+  }[];
+}
+
+/** `GET api/dead-letters`: dead letters (FAILED, CANCELLED, EXPIRED) of one task, queue and error code. */
+export interface DeadLetterGroup<Time = string> {
+  task_name: string;
+  queue_name: string;
+  error_code: string | null;
+  count: number;
+  last_failed_at: Time;
+}
+
+/** A row of the workflow list. */
+export interface WorkflowRow<Time = string> {
+  id: string;
+  name: string;
+  status: string;
+  error_code: string | null;
+  nodes_total: number;
+  nodes_terminal: number;
+  parent_workflow_id: string | null;
+  sent_at: Time;
+  started_at: Time | null;
+  completed_at: Time | null;
+}
+
+/** `GET api/workflows`: a page of workflows, newest first, and where the next one starts (null on the last). */
+export interface WorkflowPage<Time = string> {
+  rows: WorkflowRow<Time>[];
+  /** Opaque: pass it back as `cursor` for the next page. */
+  nextCursor: string | null;
+}
+
+/** A node of a workflow's graph: the one the CLI draws too. */
+export type WorkflowNode = DagNode;
+
+/** One entry of a drawn graph: a layer of nodes, a layer summarised by counts, or a run of uniform layers. */
+export type WorkflowLayer =
+  | { kind: 'nodes'; depth: number; size: number; counts: Record<string, number>; nodes: WorkflowNode[] }
+  | {
+      kind: 'summary';
+      depth: number;
+      size: number;
+      counts: Record<string, number>;
+      tasks: Record<string, number>;
+      /** The first few FAILED, SKIPPED and RUNNING nodes. */
+      notable: WorkflowNode[];
+    }
+  | {
+      kind: 'run';
+      depth: number;
+      toDepth: number;
+      size: number;
+      status: string;
+      tasks: Record<string, number>;
+    };
+
+/** `GET api/workflows/:id`: one workflow with its node counts and its graph in layers. */
+export interface WorkflowDetail<Time = string> {
+  id: string;
+  name: string;
+  status: string;
+  onError: string;
+  errorCode: string | null;
+  /** Null when `hidden`. */
+  result: unknown;
+  /** Null when `hidden`. */
+  params: unknown;
+  /** The server hides inputs and results. */
+  hidden: boolean;
+  nodesTotal: number;
+  nodesTerminal: number;
+  parentWorkflowId: string | null;
+  parentNodeIndex: number | null;
+  /** The id of the parent's node that runs this child. */
+  parentNodeId: string | null;
+  rootWorkflowId: string;
+  depth: number;
+  sentAt: Time;
+  startedAt: Time | null;
+  completedAt: Time | null;
+  updatedAt: Time;
+  /** Nodes by status. */
+  counts: Record<string, number>;
+  layers: WorkflowLayer[];
+}
+
+/** One schedule with its state: declared or not, paused, its next and last runs. */
+export type ScheduleRow<Time = string> = ScheduleInfo<Time>;
+
+/** `GET api/schedules`: the schedules, and whether the server has the app (which knows the declarations). */
+export interface ScheduleList<Time = string> {
+  fromApp: boolean;
+  schedules: ScheduleRow<Time>[];
+}
