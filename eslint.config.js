@@ -10,7 +10,10 @@ const onlyDbTalksToPg = {
 /**
  * The layering of src/: dependencies point one way. Leaf modules (errors, types, clock, retry, config) import
  * no folder; db/ imports only leaves; recovery/ never imports client/ or worker/; client/ never imports worker/;
- * the workflow engine (step, recovery, wiring) never imports client/ or worker/; nothing but cli/ imports cli/. Type-only imports count too: a layer must not know what sits above it.
+ * metrics/ and tracing/ import none of the roles they record, recovery/ included; the workflow engine (step,
+ * control, tree, recovery, wiring) never imports client/ or worker/; nothing but cli/ imports cli/. Type-only
+ * imports count too: a layer must not know what sits above it. Cycles between files, which these patterns
+ * cannot see, are dependency-cruiser's (.dependency-cruiser.mjs, also run by `npm run lint`).
  */
 function layer(files, forbidden, why) {
   return {
@@ -40,6 +43,21 @@ export default tseslint.config(
       // Parts wired to each other through closures are declared with let and assigned once, after their users.
       'prefer-const': ['error', { ignoreReadBeforeAssign: true }],
       'no-restricted-imports': ['error', { paths: [onlyDbTalksToPg] }],
+    },
+  },
+  {
+    // cli/ is the top: its commands import the library, nothing in the library imports them. The layers below
+    // repeat it in their own lists (a later entry replaces this rule's options for its files).
+    files: ['src/**'],
+    ignores: ['src/cli/**'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          paths: [onlyDbTalksToPg],
+          patterns: [{ regex: '^(\\.\\.?/)+cli/', message: 'Nothing outside src/cli/ imports src/cli/.' }],
+        },
+      ],
     },
   },
   layer(
@@ -80,7 +98,15 @@ export default tseslint.config(
   ),
   layer(
     ['src/metrics/**', 'src/tracing/**'],
-    ['../client/**', '../worker/**', '../cli/**', '../dashboard/**', '../workflow/**', '../scheduler/**'],
+    [
+      '../client/**',
+      '../worker/**',
+      '../cli/**',
+      '../dashboard/**',
+      '../workflow/**',
+      '../scheduler/**',
+      '../recovery/**',
+    ],
     'metrics/ and tracing/ record what the app, the worker and maintenance tell them: they import none of them.',
   ),
   layer(
@@ -92,6 +118,7 @@ export default tseslint.config(
     [
       'src/workflow/step.ts',
       'src/workflow/control.ts',
+      'src/workflow/tree.ts',
       'src/workflow/WorkflowRecovery.ts',
       'src/workflow/wiring.ts',
     ],
