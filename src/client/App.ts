@@ -105,7 +105,7 @@ export class App<Q extends string = string> implements HandleHost {
   private readonly sendContext: SendContext;
   private readonly waiter: ResultWaiter;
   private readonly otherWaiters = new Map<OutcomeSource, ResultWaiter>();
-  private readonly scheduleConfigs: ScheduleConfig[];
+  private readonly scheduleConfigs: ScheduleConfig<Q>[];
   private closed = false;
 
   constructor(config: AppConfig<Q> = {}) {
@@ -146,7 +146,8 @@ export class App<Q extends string = string> implements HandleHost {
       maxPayloadBytes: this.config.maxPayloadBytes,
     };
     this.waiter = new ResultWaiter(this.db, { pollIntervalMs: this.config.resultPollIntervalMs });
-    this.scheduleConfigs = [...this.config.schedules];
+    // Declared in an AppConfig<Q>: of this app's queues.
+    this.scheduleConfigs = [...this.config.schedules] as ScheduleConfig<Q>[];
   }
 
   /**
@@ -295,13 +296,13 @@ export class App<Q extends string = string> implements HandleHost {
    * with the others declared so far: one ConfigError lists every problem. Declare schedules before starting
    * workers or a scheduler.
    */
-  schedule(config: ScheduleConfig): void {
+  schedule(config: ScheduleConfig<Q>): void {
     declareSchedules([...this.scheduleConfigs, config], { tasks: this.registry, queues: this.config.queues });
     this.scheduleConfigs.push(config);
   }
 
   /** The declared schedules, from the config and `schedule()`. */
-  get schedules(): readonly ScheduleConfig[] {
+  get schedules(): readonly ScheduleConfig<Q>[] {
     return this.scheduleConfigs;
   }
 

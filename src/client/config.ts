@@ -131,7 +131,7 @@ export interface AppConfig<Q extends string = string> {
    * Recurring tasks, run by the workers' maintenance leader (or `horsies scheduler`). Each is checked when the
    * first worker or scheduler starts; `app.schedule()` adds one and checks it at once. Default: none.
    */
-  schedules?: ScheduleConfig[];
+  schedules?: ScheduleConfig<NoInfer<Q>>[];
   /** Default execution timeout of every task. Default: none. */
   timeoutMs?: number;
   /** Error classes to codes, consulted after the task's own map. */

@@ -13,11 +13,11 @@ import { cronProblem, intervalMs, slotRule, TIME_OF_DAY, WEEKDAYS } from './patt
 import type { SchedulePattern, SlotRule } from './patterns.js';
 import { isValidTimeZone } from './zonedTime.js';
 
-/** The options the scheduler passes to a task's send. */
-export interface ScheduledSendOptions {
+/** The options the scheduler passes to a task's send. `Q` is the app's queue names. */
+export interface ScheduledSendOptions<Q extends string = string> {
   /** The slot's derived task id (absent for a run triggered by hand: a generated id). */
   id?: string;
-  queue?: string;
+  queue?: Q;
   priority?: number;
   /** The slot the task stands for (absent for a run triggered by hand: the insert's time). */
   sentAt?: Date;
@@ -28,30 +28,33 @@ export interface ScheduledSendOptions {
 /**
  * What the scheduler needs of a task: its name, its input schema (checked when a schedule is declared) and a send
  * that takes an id, a queue, a priority, a `sentAt` and the caller's transaction. A task definition
- * (`app.task(...)`) is one.
+ * (`app.task(...)`) is one. `Q` is the app's queue names: a definition of an app with typed queues sends to those.
  */
-export interface SchedulableTask {
+export interface SchedulableTask<Q extends string = string> {
   readonly name: string;
   readonly input: StandardSchemaV1;
-  send(input: never, options: ScheduledSendOptions): Promise<{ readonly id: string }>;
+  send(input: never, options: ScheduledSendOptions<Q>): Promise<{ readonly id: string }>;
 }
 
 /** The tasks schedules can name by string: a map by name (`app.tasks`) or a list. */
 export type TaskLookup = ReadonlyMap<string, SchedulableTask> | readonly SchedulableTask[];
 
-/** One schedule, as declared in code. */
-export interface ScheduleConfig {
+/**
+ * One schedule, as declared in code (`app.schedule(config)`, or `createApp({ schedules })`). `Q` is the app's queue
+ * names: `queue` must be one of them, and `task` may be a definition of that app.
+ */
+export interface ScheduleConfig<Q extends string = string> {
   /** Unique among the app's schedules; the key of its state row. 1-255 characters. */
   name: string;
   /** The task to send: a task definition, or the name of one in the tasks given to the scheduler. */
-  task: string | SchedulableTask;
+  task: string | SchedulableTask<Q>;
   /**
    * The input every run sends. Checked against the task's schema when the schedule is declared (when the schema
    * validates synchronously) and again at each send. Default `undefined`.
    */
   input?: unknown;
   /** Queue of the runs. Default: the task's queue. */
-  queue?: string;
+  queue?: Q;
   /** Priority of the runs, 1-100. Default: the task's priority. */
   priority?: number;
   /** A disabled schedule sends nothing; enabling it again starts at its next slot. Default true. */

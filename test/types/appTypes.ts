@@ -47,6 +47,36 @@ export async function unknownQueueInSend(): Promise<void> {
   ]);
 }
 
+export function schedulesOfTypedQueues(): void {
+  // A task definition of an app with typed queues, as scheduler.md shows it, and its name.
+  app.schedule({
+    name: 'welcome.digest',
+    task: welcome,
+    input: { email: 'digest@example.com' },
+    pattern: { kind: 'daily', at: '08:00' },
+  });
+  app.schedule({
+    name: 'welcome.by-name',
+    task: 'emails.welcome',
+    queue: 'emails',
+    pattern: { kind: 'hourly', minute: 0 },
+  });
+  createApp({
+    databaseUrl: 'postgres://unused@127.0.0.1/unused',
+    queues: ['default', 'emails'],
+    schedules: [
+      { name: 'declared', task: welcome, queue: 'emails', pattern: { kind: 'interval', minutes: 5 } },
+    ],
+  });
+  app.schedule({
+    name: 'welcome.elsewhere',
+    task: welcome,
+    // @ts-expect-error queue: "elsewhere" is not one of the app's queues
+    queue: 'elsewhere',
+    pattern: { kind: 'daily', at: '08:00' },
+  });
+}
+
 export function defaultQueueOnly(): void {
   const plain = createApp({ databaseUrl: 'postgres://unused@127.0.0.1/unused' });
   plain.task({ name: 'ok', queue: 'default', input: z.object({}), handler: () => 1 });
