@@ -51,14 +51,18 @@ export type {
 } from './workflow/control.js';
 export type { Ref, Wired } from './workflow/refs.js';
 export type { WorkflowNodeStatus, WorkflowStatus } from './db/workflows.js';
-export { Scheduler, slotTaskId } from './scheduler/Scheduler.js';
+export { Scheduler, createScheduler, slotTaskId } from './scheduler/Scheduler.js';
 export type {
+  CreateSchedulerOptions,
   FailedSlot,
   SchedulerConfig,
   SchedulerEvents,
   SchedulerResult,
+  SchedulerHost,
   SentSlot,
 } from './scheduler/Scheduler.js';
+export { ManualClock } from './clock.js';
+export type { Clock } from './clock.js';
 export { declareSchedules } from './scheduler/declare.js';
 export type { DeclareOptions, Schedule, ScheduleConfig, SchedulableTask } from './scheduler/declare.js';
 export type {

@@ -124,6 +124,35 @@ export function slotTaskId(name: string, slot: Date): string {
   return uuidv5(`${name}\n${slot.toISOString()}`, SLOT_ID_NAMESPACE);
 }
 
+/** What {@link createScheduler} needs of an app: an {@link App} is one. */
+export interface SchedulerHost {
+  /** @internal The database seam. */
+  readonly db: Database;
+  readonly schedules: readonly ScheduleConfig[];
+  readonly tasks: TaskLookup;
+  readonly config: { readonly queues: readonly string[] };
+  readonly logger: Logger;
+}
+
+/** Settings of {@link createScheduler}: the scheduler's own, the app gives the rest. */
+export type CreateSchedulerOptions = Pick<SchedulerConfig, 'checkIntervalMs' | 'clock' | 'logger'>;
+
+/**
+ * A scheduler for the app's declared schedules (`app.schedule()`, `createApp({ schedules })`), for a process that
+ * runs it alone or a test that drives it: `start()` and `stop()`, or `runOnce()` pass by pass, with a
+ * `ManualClock` as `clock` to pin time. Workers' maintenance leaders run one already.
+ */
+export function createScheduler(app: SchedulerHost, options: CreateSchedulerOptions = {}): Scheduler {
+  return new Scheduler(app.db, {
+    schedules: app.schedules,
+    tasks: app.tasks,
+    queues: app.config.queues,
+    logger: options.logger ?? app.logger,
+    checkIntervalMs: options.checkIntervalMs,
+    clock: options.clock,
+  });
+}
+
 /** Shortest wait between passes of the loop, so a clock that lags the database's cannot make it spin. */
 const MIN_WAIT_MS = 5;
 
