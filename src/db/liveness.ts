@@ -184,6 +184,16 @@ export interface WorkerSnapshot {
   taskNames: string[];
 }
 
+/**
+ * Deletes a worker's snapshots: it stopped cleanly, so it neither runs nor serves any task, and nothing about it is
+ * stale (`horsies_worker_states_worker_snapshot_idx`).
+ */
+export const WorkerStateDelete = statement<{ workerId: string }, never>(
+  'WorkerStateDelete',
+  `DELETE FROM {{schema}}.horsies_worker_states WHERE worker_id = $1`,
+  ({ workerId }) => [workerId],
+);
+
 /** Inserts one worker snapshot. */
 export const WorkerStateInsert = statement<WorkerSnapshot, { id: string }>(
   'WorkerStateInsert',

@@ -4,7 +4,7 @@ import type { StandardSchemaV1 } from '@standard-schema/spec';
 import type { ResolvedAppConfig } from '../client/config.js';
 import type { TaskDefinition } from '../client/TaskDefinition.js';
 import type { Database } from '../db/Database.js';
-import { WorkerStateInsert } from '../db/liveness.js';
+import { WorkerStateDelete, WorkerStateInsert } from '../db/liveness.js';
 import type { WorkerSnapshot } from '../db/liveness.js';
 import type { ResolvedWorkerConfig } from './config.js';
 
@@ -21,9 +21,14 @@ export interface StateReporterHooks {
   onError(error: unknown): void;
 }
 
-/** Reports one worker's state. */
+/**
+ * Reports one worker's state. A worker that stops cleanly retires its snapshots: left behind, its last one would
+ * age into a stale worker on the dashboard (a clean stop looking like a crash, once per `horsies dev` reload) and
+ * keep counting as serving its tasks until it left the live window.
+ */
 export class StateReporter {
   private timer: NodeJS.Timeout | null = null;
+  private reporting: Promise<unknown> = Promise.resolve();
   private lastCpu = process.cpuUsage();
   private lastAt = process.hrtime.bigint();
   private startedAt = new Date();
@@ -96,7 +101,9 @@ export class StateReporter {
   start(): void {
     this.startedAt = new Date();
     if (this.timer || this.intervalMs <= 0) return;
-    const report = (): void => void this.runOnce().catch((error: unknown) => this.hooks.onError(error));
+    const report = (): void => {
+      this.reporting = this.runOnce().catch((error: unknown) => this.hooks.onError(error));
+    };
     report();
     this.timer = setInterval(report, this.intervalMs);
     this.timer.unref();
@@ -106,5 +113,12 @@ export class StateReporter {
   stop(): void {
     if (this.timer) clearInterval(this.timer);
     this.timer = null;
+  }
+
+  /** Stops reporting and deletes the worker's snapshots, once a snapshot under way is written. */
+  async retire(): Promise<void> {
+    this.stop();
+    await this.reporting;
+    await this.db.run(WorkerStateDelete, { workerId: this.fixed.worker.workerId });
   }
 }

@@ -16,7 +16,7 @@
  * Shutdown: stop claiming; hand tasks that have not run (claimed, or started ahead and waiting) back to PENDING at
  * once; apply each running task's shutdown policy (`continue` finishes within `drainTimeoutMs`, `resubmit` goes back
  * to PENDING, `stop` fails with WORKER_SHUTDOWN); resubmit what still runs at the drain timeout; write the last
- * outcomes; resign leadership.
+ * outcomes; resign leadership; delete the worker's snapshots (it is gone, not stale).
  */
 import { EventEmitter } from 'node:events';
 import type { Logger } from 'pino';
@@ -169,7 +169,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
   }
 
   private async shutdown(): Promise<void> {
-    const { producer, dispatcher, completer, services, leader, listener, pool } = this.parts;
+    const { producer, dispatcher, completer, services, leader, reporter, listener, pool } = this.parts;
     const wasRunning = this.state === 'running';
     this.state = 'stopping';
     completer.hurry();
@@ -187,6 +187,11 @@ export class Worker extends EventEmitter<WorkerEvents> {
     await this.workflows.idle();
     await listener.stop();
     await pool?.close();
+    if (wasRunning) {
+      await reporter.retire().catch((error: unknown) => {
+        this.logger.warn({ err: error }, 'could not delete the worker snapshots; retention removes them');
+      });
+    }
     this.state = 'stopped';
     this.logger.info('worker stopped');
     this.emit('worker:stopped');

@@ -121,6 +121,8 @@ export interface WorkerParts {
   /** Sends hand tasks to this worker while it is idle (`handoff`); null when it does not take them. */
   handoff: Handoff | null;
   leader: MaintenanceLeader;
+  /** Also among `services`; retired (its snapshots deleted) at the end of a clean stop. */
+  reporter: StateReporter;
   pool: ThreadPool | null;
   /** Started in order once the worker listens; stopped after the drain. */
   services: WorkerService[];
@@ -429,6 +431,7 @@ export function assemble(
     listener,
     handoff,
     leader,
+    reporter,
     pool,
     services: [producer, heartbeater, cancels, reporter, ...(cfg.maintenance ? [leader] : []), transactions],
   };

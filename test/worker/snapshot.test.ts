@@ -58,6 +58,23 @@ describe('worker snapshots', () => {
     release();
     await worker.stop();
   });
+
+  it('are deleted when the worker stops cleanly: a stopped worker is not shown as a stale one', async () => {
+    const app = t.app();
+    app.task({ name: 'snap.idle', input: z.object({}), handler: () => 1 });
+    const worker = createWorker(app, { snapshotIntervalMs: 50 });
+    await worker.start();
+    const count = async (): Promise<number> =>
+      (
+        await t.query<{ n: number }>(
+          `SELECT count(*)::int AS n FROM {{schema}}.horsies_worker_states WHERE worker_id = $1`,
+          [worker.id],
+        )
+      )[0]?.n ?? 0;
+    await eventually(async () => ((await count()) >= 2 ? true : undefined));
+    await worker.stop();
+    expect(await count()).toBe(0);
+  });
 });
 
 describe('recovery settings', () => {
