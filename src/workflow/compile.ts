@@ -261,6 +261,9 @@ function wire(
 ): { template: InputTemplate; sources: AnyNode[] } {
   const refs: StoredRef[] = [];
   const sources = new Set<AnyNode>();
+  // The arrays and objects being walked, outermost first: one met again inside itself is a cycle, which JSON
+  // cannot carry (and which would walk forever).
+  const open: object[] = [];
   const walk = (value: unknown, path: PathStep[]): unknown => {
     const source = refSource(value);
     if (source) {
@@ -275,15 +278,21 @@ function wire(
       refs.push({ to: path, kind: source.kind, node: node?.index ?? -1, from: source.path });
       return null;
     }
-    if (Array.isArray(value)) return value.map((v, i) => walk(v, [...path, i]));
-    if (
+    const plain =
       value !== null &&
       typeof value === 'object' &&
-      [Object.prototype, null].includes(Object.getPrototypeOf(value))
-    ) {
-      return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, walk(v, [...path, k])]));
+      (Array.isArray(value) || [Object.prototype, null].includes(Object.getPrototypeOf(value)));
+    if (!plain) return value;
+    if (open.includes(value)) {
+      problem(`${field}${path.map((p) => `.${p}`).join('')}`, '[cycle]', 'static input contains a cycle');
+      return null;
     }
-    return value;
+    open.push(value);
+    const copy = Array.isArray(value)
+      ? value.map((v, i) => walk(v, [...path, i]))
+      : Object.fromEntries(Object.entries(value).map(([k, v]) => [k, walk(v, [...path, k])]));
+    open.pop();
+    return copy;
   };
   const staticPart = walk(input, []);
   let json: JsonValue = null;

@@ -446,6 +446,28 @@ describe('static input JSON cannot carry', () => {
   });
 });
 
+describe('static input with a cycle', () => {
+  it('is refused as a problem naming where the cycle closes, not a crash', () => {
+    const looped: Record<string, unknown> = { n: 1 };
+    looped.self = looped;
+    const wf = workflow(app, 'looped');
+    const a = wf.node(double, { input: looped as unknown as { n: number }, id: 'a' });
+    expect(problemsOf('looped', [a])).toEqual([
+      { field: 'nodes.a.input.self', value: '[cycle]', message: 'static input contains a cycle' },
+    ]);
+  });
+
+  it('accepts the same object twice beside itself (shared, not a cycle)', () => {
+    const shared = { n: 1 };
+    const wf = workflow(app, 'shared');
+    const a = wf.node(double, {
+      input: { n: 2, pair: [shared, shared] } as unknown as { n: number },
+      id: 'a',
+    });
+    expect(() => compile(app, 'shared', [a], { onError: 'fail' })).not.toThrow();
+  });
+});
+
 describe('all problems at once', () => {
   it('build() throws one WorkflowDefinitionError listing every problem, in node order', () => {
     const elsewhere = workflow(app, 'elsewhere-2');
