@@ -7,7 +7,7 @@ import { QUEUE_NAME_PATTERN, parseConfig } from '../config.js';
 import { ConfigError } from '../errors.js';
 import type { Database } from '../db/Database.js';
 import { ClockNow, TaskCancel, TaskCountByFilter, TaskList, TaskResubmit } from '../db/admin.js';
-import { QueueOverview, QueueSetPaused, ServedTaskNames } from '../db/capacity.js';
+import { QueueKnown, QueueOverview, QueueSetPaused, ServedTaskNames } from '../db/capacity.js';
 import type { TaskFilterParams } from '../db/admin.js';
 import { TASK_STATUSES } from '../types.js';
 import type { TaskInfo, TaskStatus } from '../types.js';
@@ -205,6 +205,12 @@ export async function setQueuePaused(db: Database, queue: string, paused: boolea
     throw new ConfigError('queue', [{ field: 'queue', value: queue, message: 'is not a valid queue name' }]);
   }
   await db.run(QueueSetPaused, { queue, paused });
+}
+
+/** True when a stored state, a task or a live worker names the queue (operators' commands refuse others). */
+export async function isKnownQueue(db: Database, queue: string): Promise<boolean> {
+  const [row] = await db.run(QueueKnown, { queue, liveWithinMs: LIVE_WORKER_WINDOW_MS });
+  return row?.known ?? false;
 }
 
 /** The (queue, task name) pairs that some live worker serves, as `queue\u0000name` keys. */

@@ -110,6 +110,23 @@ export const QueueSetPaused = statement<
   ({ queue, paused }) => [queue, paused],
 );
 
+/**
+ * Whether anything names the queue: a stored state, a task in any state, or a live worker serving it. Each task
+ * check walks a partial index (`horsies_tasks_claim_idx`, `horsies_tasks_in_flight_idx`,
+ * `horsies_tasks_finished_queue_idx`), so a name nothing knows (a typo) costs no scan of the table.
+ */
+export const QueueKnown = statement<{ queue: string; liveWithinMs: number }, { known: boolean }>(
+  'QueueKnown',
+  `SELECT EXISTS (SELECT 1 FROM {{schema}}.horsies_queue_state WHERE queue_name = $1)
+       OR EXISTS (SELECT 1 FROM {{schema}}.horsies_tasks
+                  WHERE queue_name = $1 AND NOT claimed AND finished_at IS NULL)
+       OR EXISTS (SELECT 1 FROM {{schema}}.horsies_tasks WHERE queue_name = $1 AND claimed)
+       OR EXISTS (SELECT 1 FROM {{schema}}.horsies_tasks WHERE queue_name = $1 AND finished_at IS NOT NULL)
+       OR EXISTS (SELECT 1 FROM {{schema}}.horsies_worker_states
+                  WHERE snapshot_at > now() - $2 * interval '1 millisecond' AND $1 = ANY (queues)) AS known`,
+  ({ queue, liveWithinMs }) => [queue, liveWithinMs],
+);
+
 /** One queue's overview row. */
 export interface QueueOverviewRow {
   queue_name: string;
