@@ -190,12 +190,6 @@ export function describeTask(task: TaskInfo): string {
     'attempts',
     `${task.attemptCount} (retries ${task.retryCount} of ${task.maxRetries}, resubmits ${task.resubmitCount})`,
   ]);
-  if (task.progress) {
-    lines.push([
-      'progress',
-      `${json(task.progress.value)} (attempt ${task.progress.attempt}, ${time(task.progress.at)})`,
-    ]);
-  }
   if (task.waiting) lines.push(['waiting', task.waiting]);
   if (task.claimedByWorkerId) lines.push(['worker', task.claimedByWorkerId]);
   if (task.cancelRequestedAt) lines.push(['cancel asked', time(task.cancelRequestedAt)]);

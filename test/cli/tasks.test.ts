@@ -104,6 +104,21 @@ describe('horsies tasks show', () => {
     expect(lines[header + 2]).toMatch(/^1\s+FAILED\s+no\s+\S+\s+\S+\s+BOOM/);
   });
 
+  it('prints the progress once, naming an earlier attempt', async () => {
+    const id = await insertTask({ taskName: 'cli.show', status: 'PENDING' });
+    await t.query(
+      `UPDATE {{schema}}.horsies_tasks
+       SET progress = '{"done": 3}', progress_at = now(), progress_attempt = 1, attempt = 2 WHERE id = $1`,
+      [id],
+    );
+    const run = await cli('tasks', 'show', id);
+    expect(run.code, run.stderr).toBe(0);
+    const progress = run.stdout.split('\n').filter((l) => l.startsWith('progress'));
+    expect(progress).toEqual([
+      expect.stringMatching(/^progress {2}\{"done":3\} \(attempt 1, an earlier attempt, \S+\)$/),
+    ]);
+  });
+
   it('prints the task as JSON with its attempts with --json', async () => {
     const id = await insertTask({ taskName: 'cli.show', status: 'FAILED' });
     await insertAttempt(id, 1, 'FAILED');
