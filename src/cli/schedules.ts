@@ -166,13 +166,15 @@ export function addScheduleCommands(program: Command): void {
           console.log('no schedules yet');
           return;
         }
+        // The pattern and zone live in the code, not in the rows: without --app they are left out, not guessed.
+        const declaration = (s: ScheduleInfo): Record<string, string> =>
+          declared ? { pattern: s.pattern ?? '-', zone: s.timezone ?? '-' } : {};
         console.log(
           formatTable(
             infos.map((s) => ({
               schedule: s.name,
               state: state(s),
-              pattern: s.pattern ?? '?',
-              zone: s.timezone ?? '?',
+              ...declaration(s),
               'next run': when(s.nextRunAt),
               'last run': when(s.lastRunAt),
               'last task': s.lastTaskId ?? '-',
@@ -182,7 +184,11 @@ export function addScheduleCommands(program: Command): void {
             })),
           ),
         );
-        if (!declared) console.log('(give --app <module> to see declared schedules and orphaned rows)');
+        if (!declared) {
+          console.log(
+            '(the stored rows only: give --app <module> for their patterns and zones, and orphaned rows)',
+          );
+        }
       });
     });
 

@@ -76,7 +76,14 @@ describe('horsies schedules', () => {
 
     const resumed = await runCli(['schedules', 'resume', 'nightly'], env);
     expect(resumed.code, resumed.stderr).toBe(0);
+    // Without the app, the rows only: no pattern or zone to show, and none guessed.
     const table = await runCli(['schedules', 'list'], env);
     expect(table.stdout).toMatch(/nightly\s+active/);
+    expect(table.stdout.split('\n')[0]).toMatch(/^schedule\s+state\s+next run\s+last run/);
+    expect(table.stdout).not.toContain('?');
+    expect(table.stdout).toContain('give --app <module> for their patterns and zones');
+    const withApp = await runCli(['schedules', 'list', ...appArgs], env);
+    expect(withApp.stdout.split('\n')[0]).toMatch(/^schedule\s+state\s+pattern\s+zone\s+next run/);
+    expect(withApp.stdout).toMatch(/nightly\s+active\s+daily at 02:30\s+Europe\/Berlin/);
   });
 });
