@@ -31,6 +31,7 @@
 --   0026 byte_order_keys
 --   0027 send_handoff
 --   0028 handoff_queues
+--   0029 cancelled_unsettled
 
 -- sequence horsies_heartbeats_id_seq
 CREATE SEQUENCE {{schema}}.horsies_heartbeats_id_seq AS bigint
@@ -555,6 +556,9 @@ CREATE UNIQUE INDEX horsies_workflow_tasks_pkey ON {{schema}}.horsies_workflow_t
 
 -- index horsies_workflow_tasks_task_idx
 CREATE INDEX horsies_workflow_tasks_task_idx ON {{schema}}.horsies_workflow_tasks USING btree (task_id) WHERE (task_id IS NOT NULL);
+
+-- index horsies_workflows_cancelled_open_idx
+CREATE INDEX horsies_workflows_cancelled_open_idx ON {{schema}}.horsies_workflows USING btree (updated_at) WHERE (((status)::text = 'CANCELLED'::text) AND (nodes_terminal < nodes_total));
 
 -- index horsies_workflows_completed_at_idx
 CREATE INDEX horsies_workflows_completed_at_idx ON {{schema}}.horsies_workflows USING btree (completed_at) WHERE (completed_at IS NOT NULL);

@@ -607,18 +607,24 @@ export const WorkflowListChildren = statement<
   ],
 );
 
-/** Live workflows that look stuck, for the recovery pass: untouched for `graceMs`, oldest first. */
+/**
+ * Workflows that look stuck, for the recovery pass: untouched for `graceMs`, oldest first. Live ones (RUNNING,
+ * PAUSED) in every shape a lost step can leave; cancelled ones with a node still open whose task (or child
+ * workflow) ended without the node following.
+ */
 export const WorkflowListStale = statement<
   { graceMs: number; limit: number; now?: Date | null },
   { id: string }
 >(
   'WorkflowListStale',
   `SELECT w.id FROM {{schema}}.horsies_workflows w
-   WHERE w.status IN ('RUNNING', 'PAUSED')
+   WHERE (w.status IN ('RUNNING', 'PAUSED')
+          -- horsies_workflows_cancelled_open_idx: a cancel leaves the nodes of running tasks open
+          OR (w.status = 'CANCELLED' AND w.nodes_terminal < w.nodes_total))
      AND w.updated_at < coalesce($3::timestamptz, now()) - $1 * interval '1 millisecond'
      AND (
-       -- every node terminal, but the workflow never finished
-       w.nodes_terminal >= w.nodes_total
+       -- every node terminal, but the workflow never finished (or a cancelled one's count is behind)
+       (w.status <> 'CANCELLED' AND w.nodes_terminal >= w.nodes_total)
        OR NOT EXISTS (
          SELECT 1 FROM {{schema}}.horsies_workflow_tasks n
          WHERE n.workflow_id = w.id AND n.status IN ('PENDING', 'READY', 'ENQUEUED', 'RUNNING'))

@@ -222,11 +222,12 @@ export async function step(
         ? []
         : await db.run(WorkflowNodeSettle, { workflowId, nodes: options.nodes }, tx);
   if (workflow.status === 'CANCELLED') {
-    // Runs that still ended after the cancel keep their outcome on their node; nothing else moves.
-    if (settled.length > 0) {
+    // Runs that still ended after the cancel keep their outcome on their node; nothing else moves. Recovery also
+    // recounts the terminal nodes, so a cancelled workflow leaves its list once every node is settled.
+    if (settled.length > 0 || options.repair) {
       await db.run(
         WorkflowAdvance,
-        { id: workflowId, terminalDelta: settled.length, status: null, recount: false },
+        { id: workflowId, terminalDelta: settled.length, status: null, recount: !!options.repair },
         tx,
       );
     }

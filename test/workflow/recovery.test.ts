@@ -60,6 +60,7 @@ async function endTask(
   await t.query(
     `UPDATE {{schema}}.horsies_tasks
      SET status = $2::text, result = $3::jsonb, finished_at = now() - interval '1 minute',
+         claimed = false, claim_expires_at = NULL,
          completed_at = CASE WHEN $2::text = 'COMPLETED' THEN now() - interval '1 minute' END,
          failed_at = CASE WHEN $2::text = 'FAILED' THEN now() - interval '1 minute' END
      WHERE id = $1`,
@@ -178,6 +179,41 @@ describe('the workflow recovery pass', () => {
     expect((await nodes(healthy)).b).toEqual({ status: 'ENQUEUED', code: null });
     // The failed repair rolled back: the poisoned workflow is as it was, for an operator to look at.
     expect((await nodes(poisoned)).a).toEqual({ status: 'ENQUEUED', code: null });
+  });
+
+  it('settles the node of a run that ended after its workflow was cancelled, its step lost', async () => {
+    const handle = await chain.start();
+    const a = await taskOf(handle, 'a');
+    // a is running on a worker when the workflow is cancelled: its node stays open, the task asked to stop.
+    await t.query(
+      `UPDATE {{schema}}.horsies_tasks
+       SET status = 'RUNNING', claimed = true, claimed_at = now(), started_at = now(), attempt = 1,
+           claimed_by_worker_id = 'gone', claim_generation = claim_generation + 1,
+           claim_expires_at = now() + interval '1 minute'
+       WHERE id = $1`,
+      [a],
+    );
+    await handle.cancel();
+    expect(await nodes(handle)).toEqual({
+      a: { status: 'RUNNING', code: null },
+      b: { status: 'SKIPPED', code: 'WORKFLOW_CANCELLED' },
+      c: { status: 'SKIPPED', code: 'WORKFLOW_CANCELLED' },
+    });
+    // The run still returned; the step that would have recorded it on its node was lost.
+    await endTask(a, 'COMPLETED', { ok: 2 });
+    const result = await recovery().runOnce();
+    expect(result.repaired.filter((r) => r.id === handle.id)).toEqual([
+      { id: handle.id, settled: 1, enqueued: 0, status: 'CANCELLED' },
+    ]);
+    expect((await nodes(handle)).a).toEqual({ status: 'COMPLETED', code: null });
+    expect(await handle.status()).toBe('CANCELLED');
+    const [counts] = await t.query<{ nodes_terminal: number; nodes_total: number }>(
+      'SELECT nodes_terminal, nodes_total FROM {{schema}}.horsies_workflows WHERE id = $1',
+      [handle.id],
+    );
+    expect(counts).toEqual({ nodes_terminal: 3, nodes_total: 3 });
+    // Settled, it is not looked at again.
+    expect((await recovery().runOnce()).repaired.map((r) => r.id)).not.toContain(handle.id);
   });
 
   it('leaves alone a workflow that changed within the grace period', async () => {
