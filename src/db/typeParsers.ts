@@ -7,7 +7,7 @@
  * One default is replaced: `timestamptz`, read by a parser that takes PostgreSQL's usual output
  * ("2026-11-25 06:13:07.189123+00", DateStyle ISO) apart by position and hands anything else to `pg`'s. The values
  * are the same Dates; the claim's rows carry two timestamps each, and `pg`'s parser (a regular expression per value,
- * and another for the zone) was the largest single cost of reading them in a drain (docs/benchmarks-history.md,
+ * and another for the zone) was the largest single cost of reading them in a drain (bench/history.md,
  * nineteenth pass).
  */
 import pg from 'pg';
