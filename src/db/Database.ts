@@ -202,11 +202,15 @@ export class Database {
   }
 
   /**
-   * Replaces PostgreSQL's words with ours where the cause is the schema: a missing horsies table, schema or
-   * routine becomes a `SchemaNotMigratedError` that says to run `horsies migrate`. Other errors pass unchanged
-   * (connection faults keep their codes: the worker's retry decisions read them).
+   * Replaces PostgreSQL's words with ours where the cause is the schema or the connection: a missing horsies
+   * table, schema or routine becomes a `SchemaNotMigratedError` that says to run `horsies migrate`; a connection
+   * that could not be made, a `DatabaseUnavailableError` saying where and why (its `reason` keeps the code, which
+   * {@link isTransientDatabaseError} reads). Other errors pass unchanged.
    */
   async explain(error: unknown): Promise<unknown> {
+    // A connection that could not be made (refused, unknown host, wrong password, missing database) is said in
+    // our words, as the CLI says it: a DatabaseUnavailableError, whose `reason` keeps the code.
+    if (isConnectingFault(error)) return connectionFault(error, this.target) ?? error;
     if (!isMissingSchemaObject(error)) return error;
     return schemaNotMigrated(this, error);
   }
@@ -228,7 +232,9 @@ export class Database {
   }
 
   private async transactionOnce<T>(fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {
-    const client = await this.pool.connect();
+    const client = await this.pool.connect().catch(async (error: unknown) => {
+      throw await this.explain(error);
+    });
     let broken: Error | undefined;
     const onError = (error: Error): void => {
       broken = error;
@@ -284,9 +290,13 @@ export function isStalePlanError(error: unknown): boolean {
   );
 }
 
-/** PostgreSQL error classes worth a retry: connection loss, serialization failure, deadlock, shutdown. */
+/**
+ * PostgreSQL error classes worth a retry: connection loss, serialization failure, deadlock, shutdown. A
+ * {@link DatabaseUnavailableError} is judged by its `reason`, the code of the fault it explains.
+ */
 export function isTransientDatabaseError(error: unknown): boolean {
-  const code = (error as { code?: unknown } | null)?.code;
+  const code =
+    error instanceof DatabaseUnavailableError ? error.reason : (error as { code?: unknown } | null)?.code;
   if (typeof code === 'string') {
     return (
       code.startsWith('08') || // connection exception
@@ -399,6 +409,25 @@ const CONNECTION_EXPLANATIONS: Record<string, string> = {
   '3D000': 'the database does not exist',
   '57P03': 'the server is starting up',
 };
+
+/** Faults of making a connection (not of losing one mid-statement), by their codes. */
+const CONNECTING_CODES = new Set([
+  'ECONNREFUSED',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'ETIMEDOUT',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  '28P01',
+  '28000',
+  '3D000',
+  '57P03',
+]);
+
+function isConnectingFault(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code;
+  return typeof code === 'string' && CONNECTING_CODES.has(code);
+}
 
 /**
  * A {@link DatabaseUnavailableError} for an error of connecting (refused, unknown host, timeout, bad login,

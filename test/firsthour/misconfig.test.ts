@@ -224,6 +224,31 @@ describe('a database that refuses connections', () => {
   });
 });
 
+describe('a wrong password', () => {
+  it('reaches code as the DatabaseUnavailableError the CLI names, from sends, reads and transactions', async () => {
+    const url = new URL(databaseUrl());
+    url.password = 'not-the-password';
+    const { host, pathname } = url;
+    const app = createApp({ databaseUrl: url.href, logger: testLogger });
+    const task = app.task({ name: 'pw.task', input: z.object({}), handler: () => 1 });
+    try {
+      const failures = [
+        await task.send({}).catch((e: unknown) => e),
+        await app.listTasks().catch((e: unknown) => e),
+        await task.sendMany([{ input: {} }, { input: {} }]).catch((e: unknown) => e),
+      ];
+      for (const error of failures) {
+        expect(error).toBeInstanceOf(DatabaseUnavailableError);
+        expect(error).toMatchObject({ reason: '28P01', target: `${host}${pathname}` });
+        expect((error as Error).message).toContain('password authentication failed');
+        expect((error as Error).message).not.toContain('not-the-password');
+      }
+    } finally {
+      await app.close();
+    }
+  });
+});
+
 describe('a schema not migrated', () => {
   it('send() says to run horsies migrate', async () => {
     const schema = schemaName();
