@@ -182,18 +182,27 @@ export function toIssue(issue: StandardSchemaV1.Issue): ValidationIssue {
   };
 }
 
-/** A task input failed the task's schema (at send, or again at the worker before the handler ran). */
+/**
+ * A task input failed the task's schema (at send, or again at the worker before the handler ran), or a workflow's
+ * start parameters failed its `params` schema (`subject` says which).
+ */
 export class InputValidationError extends HorsiesError {
   override name = 'InputValidationError';
+  /** The name of the task, or of the workflow when `subject` is `workflow`. */
   readonly taskName: string;
+  /** What was validated: a task's input, or a workflow's start parameters. */
+  readonly subject: 'task' | 'workflow';
   readonly issues: ValidationIssue[];
 
-  constructor(taskName: string, issues: ValidationIssue[]) {
+  constructor(taskName: string, issues: ValidationIssue[], subject: 'task' | 'workflow' = 'task') {
     const detail = issues
       .map((i) => `  - ${i.path.length > 0 ? i.path.join('.') : '(root)'}: ${i.message}`)
       .join('\n');
-    super('VALIDATION_FAILED', `input of task "${taskName}" failed validation:\n${detail}`);
+    const what =
+      subject === 'workflow' ? `parameters of workflow "${taskName}"` : `input of task "${taskName}"`;
+    super('VALIDATION_FAILED', `${what} failed validation:\n${detail}`);
     this.taskName = taskName;
+    this.subject = subject;
     this.issues = issues;
   }
 }
@@ -477,6 +486,11 @@ function describeValue(value: unknown): string {
   try {
     return JSON.stringify(value) ?? String(value);
   } catch {
-    return String(value);
+    // A BigInt inside, or a cycle; and an object without a prototype has no toString either.
+    try {
+      return String(value);
+    } catch {
+      return Object.prototype.toString.call(value);
+    }
   }
 }

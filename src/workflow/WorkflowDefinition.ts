@@ -181,7 +181,7 @@ export class WorkflowDefinition<P, O> implements NestedWorkflow {
       : [params: P, options?: StartOptions]
   ): Promise<WorkflowHandle<O>> {
     const issues = await this.paramIssues(params);
-    if (issues) throw new InputValidationError(`workflow ${this.spec.name}`, issues);
+    if (issues) throw new InputValidationError(this.spec.name, issues, 'workflow');
     const paramsJson = toCanonicalJson(params ?? null, 'params');
     const id = options.id ?? uuidv7();
     if (id.length === 0 || id.length > 36) {

@@ -331,6 +331,11 @@ describe('start', () => {
   it('checks its parameters before storing anything', async () => {
     const error = await rejection(def.start({ n: 'four' } as unknown as { n: number }), InputValidationError);
     expect(error.issues).toEqual([expect.objectContaining({ path: ['n'] })]);
+    // Named as what it is: a workflow's parameters, not the input of a task.
+    expect(error).toMatchObject({ subject: 'workflow', taskName: def.name });
+    expect(error.message).toMatch(
+      new RegExp(`^parameters of workflow "${def.name}" failed validation:\\n  - n: `),
+    );
     const rows = await t.query("SELECT 1 FROM {{schema}}.horsies_workflows WHERE params ->> 'n' = 'four'");
     expect(rows).toEqual([]);
   });
