@@ -219,6 +219,14 @@ program
         await app.close();
         throw error;
       }
+      // Readiness in a plain line on stderr, whatever the log level (stdout holds the JSON logs).
+      if (signals === 0) {
+        const tasks = [...app.tasks.keys()];
+        console.error(
+          `horsies worker: running ${tasks.length} task(s) (${tasks.join(', ') || 'none'}) on queue(s) ` +
+            `${worker.config.queues.join(', ')}; schema ${app.db.schema} (SIGINT or SIGTERM stops it)`,
+        );
+      }
     },
   );
 

@@ -1,4 +1,6 @@
 /** The `horsies` command line, run as real processes. */
+import { spawn } from 'node:child_process';
+import { resolve } from 'node:path';
 import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
 import { loadMigrations } from '../../src/db/migrationFiles.js';
@@ -6,6 +8,7 @@ import { runCli } from '../support/cli.js';
 import { databaseUrl, eventually, freshSchemaName, useTestSchema } from '../support/db.js';
 import { startWorkerProcess } from '../support/processes.js';
 
+const ROOT = resolve(import.meta.dirname, '../..');
 const t = await useTestSchema();
 await t.query('CREATE TABLE {{schema}}.test_runs (task_id text NOT NULL, worker_pid int NOT NULL)');
 
@@ -90,6 +93,43 @@ describe('horsies worker', () => {
     const runs = await t.query('SELECT task_id FROM {{schema}}.test_runs WHERE task_id = $1', [running.id]);
     expect(runs).toHaveLength(1);
     expect(worker.output()).toContain('worker stopped');
+  });
+
+  it('says it runs in a plain line on stderr, also with its logs silent', async () => {
+    const child = spawn(
+      process.execPath,
+      ['--import', 'tsx', 'src/cli/main.ts', 'worker', 'test/fixtures/app.ts'],
+      {
+        cwd: ROOT,
+        env: {
+          ...process.env,
+          DATABASE_URL: databaseUrl(),
+          HORSIES_SCHEMA: t.schema,
+          HORSIES_LOG_LEVEL: 'silent',
+        },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    );
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
+    const exited = new Promise<number | null>((res) => child.once('exit', (code) => res(code)));
+    const line = await new Promise<string>((res, rej) => {
+      child.stderr.on('data', (c: Buffer) => {
+        stderr += c.toString();
+        const match = /^horsies worker: running .*$/m.exec(stderr);
+        if (match) res(match[0]);
+      });
+      void exited.then((code) => rej(new Error(`exited ${code} first:\n${stderr}`)));
+    });
+    expect(line).toMatch(
+      new RegExp(
+        `^horsies worker: running \\d+ task\\(s\\) \\(.+\\) on queue\\(s\\) .+; schema ${t.schema} \\(SIGINT or SIGTERM stops it\\)$`,
+      ),
+    );
+    child.kill('SIGTERM');
+    expect(await exited).toBe(0);
+    expect(stdout).toBe('');
   });
 
   it('fails clearly when the module does not exist', async () => {
