@@ -19,6 +19,9 @@ import { addTaskCommands } from './tasks.js';
 import { addWorkflowCommands } from './workflows.js';
 import { createWorker } from '../worker/Worker.js';
 
+/** How soon a second signal counts as the same one (npm forwards the terminal's Ctrl-C to the command it runs). */
+const SAME_SIGNAL_MS = 1000;
+
 function positiveInt(value: string): number {
   const n = Number(value);
   if (!Number.isInteger(n) || n < 1) throw new InvalidArgumentError('must be a positive integer');
@@ -191,12 +194,16 @@ program
       });
       const metricsEndpoint = await serveAppMetrics(app, options);
       let signals = 0;
+      let firstSignalAt = 0;
       const onSignal = (signal: NodeJS.Signals): void => {
+        // Under npx, npm passes the terminal's Ctrl-C on as a second SIGINT: one that soon is the same request.
+        if (signals > 0 && Date.now() - firstSignalAt < SAME_SIGNAL_MS) return;
         signals += 1;
         if (signals > 1) {
           app.logger.warn({ signal }, 'second signal: exiting at once');
           process.exit(1);
         }
+        firstSignalAt = Date.now();
         app.logger.info({ signal }, 'signal received: shutting down');
         void worker
           .stop()

@@ -132,6 +132,16 @@ describe('horsies worker', () => {
     expect(stdout).toBe('');
   });
 
+  it('takes a SIGINT doubled by npx as one: it drains and exits 0', async () => {
+    const worker = startWorkerProcess({ databaseUrl: databaseUrl(), schema: t.schema });
+    await worker.ready;
+    // The terminal's Ctrl-C, and npm's copy of it under npx.
+    worker.child.kill('SIGINT');
+    worker.child.kill('SIGINT');
+    expect(await worker.exited, worker.output()).toBe(0);
+    expect(worker.output()).toContain('worker stopped');
+  });
+
   it('fails clearly when the module does not exist', async () => {
     const run = await runCli(['worker', 'no/such/module.ts'], { DATABASE_URL: databaseUrl() });
     expect(run.code).toBe(1);
