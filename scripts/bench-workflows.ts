@@ -14,19 +14,28 @@
  * `completionDelayMs`. Figures are medians of the rounds with the lowest and highest in brackets. Then, for b, c
  * and d of the last round, each workflow statement's calls and time per call as the worker saw it (its lock waits
  * included).
+ *
+ * f. After horsies in each round, the same three shapes on DBOS Transact (same PostgreSQL) and on BullMQ's flows
+ * (Redis), from bench/src/workflows/ (`npm --prefix bench ci`; `--peers dbos,bullmq-flow|all|none`, default all;
+ * a peer whose package or server is missing is skipped with one line). Last, a summary block a script can read:
+ * `target <name> <value> <goal> met|missed`. `--rounds N` or ROUNDS; smaller runs: TASKS, WIDE, CHAIN, SMALL.
  */
+import { parseArgs } from 'node:util';
 import { pino } from 'pino';
 import { z } from 'zod';
 import type { Statement } from '../src/db/sql.js';
 import { createApp, createWorker, workflow } from '../src/index.js';
 import type { App, WorkerConfig } from '../src/index.js';
+import { WorkflowAnchors, parsePeers } from '../bench/src/workflows/index.js';
 import { runScript, withDatabase } from './database.js';
 
-const ROUNDS = Number(process.env.ROUNDS ?? 3);
-const TASKS = 10_000;
-const WIDE = 10_000;
-const CHAIN = 500;
-const SMALL_WORKFLOWS = 1_000;
+const { values: args } = parseArgs({ options: { rounds: { type: 'string' }, peers: { type: 'string' } } });
+const ROUNDS = Number(args.rounds ?? process.env.ROUNDS ?? 3);
+const PEERS = parsePeers(args.peers);
+const TASKS = Number(process.env.TASKS ?? 10_000);
+const WIDE = Number(process.env.WIDE ?? 10_000);
+const CHAIN = Number(process.env.CHAIN ?? 500);
+const SMALL_WORKFLOWS = Number(process.env.SMALL ?? 1_000);
 const LATENCY_SENDS = Number(process.env.LATENCY_SENDS ?? 300);
 const SCHEMA = 'bench_workflows';
 const PREFETCH: WorkerConfig = { prefetch: 490, maxClaimBatch: 500 };
@@ -267,6 +276,8 @@ async function bench(databaseUrl: string): Promise<void> {
   await b.app.db.pool.query(`DROP SCHEMA IF EXISTS ${SCHEMA} CASCADE`);
   await b.app.migrate();
   instrument(b.app);
+  const sizes = { chain: CHAIN, wide: WIDE, small: SMALL_WORKFLOWS };
+  const anchors = await WorkflowAnchors.open(PEERS, { databaseUrl, sizes });
   const samples: Record<string, number[]> = {};
   const record = (key: string, value: number): void => {
     (samples[key] ??= []).push(value);
@@ -292,6 +303,7 @@ async function bench(databaseUrl: string): Promise<void> {
     record('d', small.perS);
     record('d.start', small.startPerS);
     record('d+p', (await smallWorkflows(b, PREFETCH)).perS);
+    await anchors.runRound();
     const last = Object.fromEntries(Object.entries(samples).map(([k, v]) => [k, v.at(-1)!.toFixed(2)]));
     console.error(`round ${round}/${ROUNDS}: ${JSON.stringify(last)}`);
   }
@@ -330,6 +342,14 @@ async function bench(databaseUrl: string): Promise<void> {
   if (profiles.b) printTimings('b (last round, no prefetch)', profiles.b);
   if (profiles.c) printTimings('c (last round)', profiles.c);
   if (profiles.d) printTimings('d (last round, no prefetch)', profiles.d);
+  anchors.report({
+    drain: samples.a!,
+    wide: samples.b!,
+    chainStepMs: samples['c.step']!,
+    latencyMs: samples['c.latency']!,
+    smallPerS: samples.d!,
+  });
+  await anchors.close();
   await b.app.db.pool.query(`DROP SCHEMA ${SCHEMA} CASCADE`);
   await b.app.close();
 }
