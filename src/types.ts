@@ -24,6 +24,33 @@ export function isTerminalStatus(status: TaskStatus): boolean {
   return TERMINAL_STATUSES.includes(status);
 }
 
+/** A NUL character, or a UTF-16 surrogate without its pair. */
+// eslint-disable-next-line no-control-regex -- NUL is the character looked for
+const UNSTORABLE_CHARACTER = /\u0000|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
+
+/**
+ * True when PostgreSQL can store `text` as it is: no NUL character (text and jsonb refuse it) and no lone
+ * surrogate (which has no UTF-8 form: jsonb refuses its escape, and text would get U+FFFD in its place). (Internal.)
+ */
+export function isStorableText(text: string): boolean {
+  return !UNSTORABLE_CHARACTER.test(text);
+}
+
+/** Earliest and latest instants stored as timestamps: years 1 to 9999, the range ISO 8601 writes in four digits. */
+const FIRST_STORABLE_MS = Date.parse('0001-01-01T00:00:00.000Z');
+const LAST_STORABLE_MS = Date.parse('9999-12-31T23:59:59.999Z');
+
+/**
+ * True when `value` is a valid Date PostgreSQL can store and the library can write as ISO 8601 text: years 1 to
+ * 9999. JavaScript's dates reach back to 271821 BC, past PostgreSQL's 4713 BC, and years past 9999 take an
+ * extended form (`+010000-...`) that a timestamp's text input does not read. (Internal.)
+ */
+export function isStorableDate(value: unknown): value is Date {
+  if (!(value instanceof Date)) return false;
+  const ms = value.getTime();
+  return ms >= FIRST_STORABLE_MS && ms <= LAST_STORABLE_MS;
+}
+
 /**
  * True when `value` is a promise or another thenable: what a Standard Schema validator or a handler may return
  * instead of its answer. (Internal; awaiting only these spares a turn of the microtask queue per call.)

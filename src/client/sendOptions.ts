@@ -5,10 +5,11 @@
  */
 import { SendOptionsError, UnknownQueueError } from '../errors.js';
 import type { ConfigProblem } from '../errors.js';
+import { isStorableDate, isStorableText } from '../types.js';
 
 /** Options of one send. `Q` is the app's queue names (see `createApp`). */
 export interface SendOptions<Q extends string = string> {
-  /** Run no sooner than this many milliseconds from now (database clock). */
+  /** Run no sooner than this many milliseconds from now (database clock); at most 2^31 - 1 (about 24.8 days). */
   delayMs?: number;
   /** Run no sooner than this time. Exclusive with `delayMs`. */
   runAt?: Date;
@@ -79,7 +80,7 @@ export interface DebounceOptions {
 export function checkOptions(taskName: string, queues: readonly string[], options: SendOptions): void {
   const problems = optionProblems(options);
   const { queue } = options;
-  if (queue !== undefined && !queues.includes(queue)) throw new UnknownQueueError(String(queue), queues);
+  if (queue !== undefined && !queues.includes(queue)) throw new UnknownQueueError(asText(queue), queues);
   if (problems.length > 0) throw new SendOptionsError(taskName, problems);
 }
 
@@ -94,18 +95,24 @@ export function optionProblems(options: SendOptions): ConfigProblem[] {
   const { delayMs, runAt, goodUntil, priority, id, idempotencyKey, sentAt, group } = options;
   if (delayMs !== undefined && (typeof delayMs !== 'number' || !Number.isFinite(delayMs) || delayMs < 0)) {
     problems.push({ field: 'delayMs', value: delayMs, message: 'must be a finite number >= 0' });
+  } else if (delayMs !== undefined && delayMs > MAX_DELAY_MS) {
+    problems.push({
+      field: 'delayMs',
+      value: delayMs,
+      message: `must be at most ${MAX_DELAY_MS} (about 24.8 days): give runAt for a later start`,
+    });
   }
-  if (runAt !== undefined && !isValidDate(runAt)) {
-    problems.push({ field: 'runAt', value: runAt, message: 'must be a valid Date' });
+  if (runAt !== undefined && !isStorableDate(runAt)) {
+    problems.push({ field: 'runAt', value: runAt, message: dateProblem(runAt) });
   }
   if (runAt !== undefined && delayMs !== undefined) {
     problems.push({ field: 'runAt', value: runAt, message: 'give delayMs or runAt, not both' });
   }
-  if (goodUntil !== undefined && !isValidDate(goodUntil)) {
-    problems.push({ field: 'goodUntil', value: goodUntil, message: 'must be a valid Date' });
+  if (goodUntil !== undefined && !isStorableDate(goodUntil)) {
+    problems.push({ field: 'goodUntil', value: goodUntil, message: dateProblem(goodUntil) });
   }
-  if (sentAt !== undefined && !isValidDate(sentAt)) {
-    problems.push({ field: 'sentAt', value: sentAt, message: 'must be a valid Date' });
+  if (sentAt !== undefined && !isStorableDate(sentAt)) {
+    problems.push({ field: 'sentAt', value: sentAt, message: dateProblem(sentAt) });
   }
   if (priority !== undefined && (!Number.isInteger(priority) || priority < 1 || priority > 100)) {
     problems.push({ field: 'priority', value: priority, message: 'must be an integer from 1 to 100' });
@@ -127,13 +134,24 @@ export function optionProblems(options: SendOptions): ConfigProblem[] {
   if (group !== undefined && (typeof group !== 'string' || group.length === 0 || group.length > 255)) {
     problems.push({ field: 'group', value: group, message: 'must be a string of 1 to 255 characters' });
   }
+  if (
+    typeof id === 'string' ||
+    typeof idempotencyKey === 'string' ||
+    typeof group === 'string' ||
+    options.dedupe ||
+    options.debounce
+  ) {
+    textProblems(options, problems);
+  }
   return problems;
 }
 
 /** Longest dedupe window: 100 years, far inside what a timestamp plus an interval can hold. */
 const MAX_WINDOW_MS = 100 * 365.25 * 24 * 3600 * 1000;
-/** Longest debounce delay: the insert carries delays as 32-bit integers. */
-const MAX_DEBOUNCE_MS = 2 ** 31 - 1;
+/** Longest delay: the insert carries delays as 32-bit integers. */
+const MAX_DELAY_MS = 2 ** 31 - 1;
+/** Longest debounce delay: the same bound. */
+const MAX_DEBOUNCE_MS = MAX_DELAY_MS;
 
 const DEDUPE_SCOPES: readonly unknown[] = ['pending', 'running', 'finished'] satisfies DedupeScope[];
 
@@ -234,6 +252,35 @@ function keyProblems(options: SendOptions, problems: ConfigProblem[]): void {
   }
 }
 
-function isValidDate(value: unknown): boolean {
-  return value instanceof Date && !Number.isNaN(value.getTime());
+// A valid Date out of the storable range gets its own message: "invalid" would puzzle whoever passed it.
+function dateProblem(value: unknown): string {
+  return value instanceof Date && !Number.isNaN(value.getTime())
+    ? 'must be in the years 1 to 9999'
+    : 'must be a valid Date';
+}
+
+// A value as text for a message; an object without a prototype has no toString.
+function asText(value: unknown): string {
+  try {
+    return String(value);
+  } catch {
+    return Object.prototype.toString.call(value);
+  }
+}
+
+// The strings stored as text: PostgreSQL cannot hold a NUL character, and a lone surrogate has no UTF-8 form.
+function textProblems(options: SendOptions, problems: ConfigProblem[]): void {
+  const { dedupe, debounce } = options;
+  const texts: [string, unknown][] = [
+    ['id', options.id],
+    ['idempotencyKey', options.idempotencyKey],
+    ['group', options.group],
+    ['dedupe.key', typeof dedupe === 'object' && dedupe !== null ? dedupe.key : undefined],
+    ['debounce.key', typeof debounce === 'object' && debounce !== null ? debounce.key : undefined],
+  ];
+  for (const [field, value] of texts) {
+    if (typeof value === 'string' && !isStorableText(value)) {
+      problems.push({ field, value, message: 'must not hold a NUL character or a lone surrogate' });
+    }
+  }
 }
