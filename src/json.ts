@@ -1,12 +1,13 @@
 /**
  * Turns task inputs and results into JSON text, refusing every value JSON would silently change or drop:
- * BigInt, functions, symbols, cycles, `undefined` in arrays, non-finite numbers, the NUL character (which jsonb
- * refuses), and objects that are not plain
+ * BigInt, functions, symbols, cycles, `undefined` in arrays, non-finite numbers, the NUL character and lone
+ * surrogates (which jsonb refuses), and objects that are not plain
  * (Date, Map, Set, class instances), which would come back as something else. Object keys are written in sorted
  * order, so equal payloads give equal text and equal digests (the `enqueue_sha` of idempotent sends).
  */
 import { createHash } from 'node:crypto';
 import { NotSerializableError } from './errors.js';
+import { isStorableText } from './types.js';
 
 /** Serializes `value` as canonical JSON, or throws {@link NotSerializableError} naming the offending path. */
 export function toCanonicalJson(value: unknown, rootPath: string): string {
@@ -19,6 +20,7 @@ export function payloadDigest(taskName: string, canonicalInput: string): string 
 }
 
 const NUL_REFUSAL = 'the NUL character (\\u0000) cannot be stored';
+const SURROGATE_REFUSAL = 'a lone surrogate (half of a UTF-16 pair) cannot be stored';
 
 /**
  * Writes one value. The path to the value being written is kept as a stack of keys and indexes and put into
@@ -95,15 +97,19 @@ class CanonicalWriter {
     return `${text}}`;
   }
 
-  // PostgreSQL's jsonb cannot hold the NUL character (\u0000), in a value or a key.
+  // PostgreSQL's jsonb cannot hold the NUL character (\u0000), in a value or a key, nor a lone surrogate, which
+  // JSON.stringify writes as an escape (\udXXX) that jsonb refuses. The escape is looked for in the JSON text, so
+  // only a string that may hold one pays for the exact test.
   private string(value: string): string {
-    if (!value.includes('\u0000')) return JSON.stringify(value);
-    return this.refuse(NUL_REFUSAL);
+    const text = JSON.stringify(value);
+    if (!value.includes('\u0000') && !(text.includes('\\ud') && !isStorableText(value))) return text;
+    return this.refuse(value.includes('\u0000') ? NUL_REFUSAL : SURROGATE_REFUSAL);
   }
 
   private key(name: string): string {
-    if (!name.includes('\u0000')) return JSON.stringify(name);
-    return this.refuse(NUL_REFUSAL, ` (key ${JSON.stringify(name)})`);
+    const text = JSON.stringify(name);
+    if (!name.includes('\u0000') && !(text.includes('\\ud') && !isStorableText(name))) return text;
+    return this.refuse(name.includes('\u0000') ? NUL_REFUSAL : SURROGATE_REFUSAL, ` (key ${text})`);
   }
 
   private refuse(reason: string, pathSuffix = ''): never {
