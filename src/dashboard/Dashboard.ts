@@ -39,7 +39,9 @@ import {
   WORKFLOW_ACTIONS,
   readSchedules,
   readWorkflow,
+  readWorkflowNode,
   readWorkflowPage,
+  readWorkflowTimeline,
   runWorkflowAction,
 } from './workflowReads.js';
 import type { WorkflowAction, WorkflowListQuery } from './workflowReads.js';
@@ -51,19 +53,19 @@ export interface DashboardOptions {
    * Requests must carry it in the `x-horsies-token` header. Default: `HORSIES_DASHBOARD_TOKEN` from the
    * environment; none means read-only.
    */
-  token?: string;
+  token?: string | undefined;
   /** Leave task inputs and results out of every answer. Default false. */
-  hideData?: boolean;
+  hideData?: boolean | undefined;
   /**
    * The path the dashboard is mounted under when the host passes full URLs (plain `http`, Fastify's raw
    * request). A request URL that starts with it has it stripped. Default '' (mounted at the root, or the host
    * strips the mount path itself, as Express does).
    */
-  basePath?: string;
+  basePath?: string | undefined;
   /** Live updates: debounce and poll intervals. */
-  live?: LiveFeedOptions;
+  live?: LiveFeedOptions | undefined;
   /** Where the built UI lives. Default: `dist/dashboard/ui` of this package. */
-  uiDir?: string;
+  uiDir?: string | undefined;
 }
 
 /** A mounted dashboard. */
@@ -124,6 +126,21 @@ export function createDashboard(source: DashboardSource, options: DashboardOptio
         return workflow
           ? json(res, 200, workflow)
           : json(res, 404, { error: `no workflow with id ${second}` });
+      }
+      if (parts.length === 3 && first === 'workflows' && second !== undefined && parts[2] === 'timeline') {
+        const timeline = await readWorkflowTimeline(db, second);
+        return timeline
+          ? json(res, 200, timeline)
+          : json(res, 404, { error: `no workflow with id ${second}` });
+      }
+      if (parts.length === 4 && first === 'workflows' && second !== undefined && parts[2] === 'nodes') {
+        const index = Number(parts[3]);
+        if (!Number.isInteger(index) || index < 0 || index > 2 ** 31 - 1)
+          throw new BadRequest('a node index is a whole number');
+        const node = await readWorkflowNode(db, second, index, hideData);
+        return node
+          ? json(res, 200, node)
+          : json(res, 404, { error: `no node ${index} in workflow ${second}` });
       }
       if (parts.length === 1 && first === 'schedules')
         return json(res, 200, {

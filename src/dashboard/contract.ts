@@ -227,7 +227,60 @@ export interface WorkflowDetail<Time = string> {
   updatedAt: Time;
   /** Nodes by status. */
   counts: Record<string, number>;
+  /** Every node with the indexes it waits for: the graph the page lays out and draws. */
+  nodes: WorkflowNode[];
+  /** The graph in layers, summarised where wide or deep (the text view of a large run). */
   layers: WorkflowLayer[];
+}
+
+/** One reference of a node's input: the value at `to` comes from an upstream node (or the run's parameters). */
+export interface WiredInput {
+  /** Where the value goes in the input; `[]` is the whole input. */
+  to: (string | number)[];
+  /** `result`: the upstream's ok value at `from`; `outcome`: its whole result; `param`: the run's parameters. */
+  kind: 'result' | 'outcome' | 'param';
+  /** The upstream node's index, -1 for the parameters. */
+  node: number;
+  /** The upstream node's id, null for the parameters. */
+  nodeId: string | null;
+  from: (string | number)[];
+}
+
+/** `GET api/workflows/:id/nodes/:index`: one node, its wiring, and its task with attempts and heartbeats. */
+export interface WorkflowNodeDetail<Time = string> {
+  workflowId: string;
+  node: WorkflowNode;
+  /** What came from which upstream node. */
+  wired: WiredInput[];
+  /** The input's static part (the references filled in at enqueue); null when `hidden`. */
+  staticInput: unknown;
+  /** The node's stored result envelope; null when `hidden` or not finished. */
+  result: unknown;
+  hidden: boolean;
+  createdAt: Time;
+  enqueuedAt: Time | null;
+  completedAt: Time | null;
+  /** The node's task (input as enqueued, result or error, attempts, heartbeats), once it has one. */
+  task: TaskDetail<Time> | null;
+}
+
+/** A node's span on the timeline of its run. */
+export interface WorkflowSpan<Time = string> {
+  index: number;
+  id: string;
+  status: string;
+  /** Enqueued (its task sent, or its child run started); null while it waits for its dependencies. */
+  enqueuedAt: Time | null;
+  /** Its task's current attempt started. */
+  startedAt: Time | null;
+  finishedAt: Time | null;
+}
+
+/** `GET api/workflows/:id/timeline`: each node's queued, running and finished span. */
+export interface WorkflowTimeline<Time = string> {
+  workflowId: string;
+  sentAt: Time;
+  spans: WorkflowSpan<Time>[];
 }
 
 /** One schedule with its state: declared or not, paused, its next and last runs. */

@@ -9,15 +9,23 @@
  */
 import type { App } from '../client/App.js';
 import type { Database } from '../db/Database.js';
-import { DashboardWorkflowPage } from '../db/dashboard.js';
+import { DashboardWorkflowNode, DashboardWorkflowPage, DashboardWorkflowSpans } from '../db/dashboard.js';
 import { WORKFLOW_STATUSES, WorkflowGet, WorkflowNodeGraph } from '../db/workflows.js';
 import { cancelWorkflow, pauseWorkflow, resumeWorkflow, retryFailedWorkflow } from '../workflow/control.js';
 import { layers } from '../workflow/dag.js';
 import type { DagNode } from '../workflow/dag.js';
 import { dagNode } from '../workflow/dagNode.js';
 import { listSchedules } from '../scheduler/operations.js';
-import type { ScheduleRow, WorkflowDetail, WorkflowLayer, WorkflowPage } from './contract.js';
-import { BadRequest } from './reads.js';
+import type {
+  ScheduleRow,
+  WiredInput,
+  WorkflowDetail,
+  WorkflowLayer,
+  WorkflowNodeDetail,
+  WorkflowPage,
+  WorkflowTimeline,
+} from './contract.js';
+import { BadRequest, readTask } from './reads.js';
 
 /** Layers with more nodes than this are sent as counts. */
 export const MAX_PER_LAYER = 40;
@@ -154,7 +162,74 @@ export async function readWorkflow(
     completedAt: row.completed_at,
     updatedAt: row.updated_at,
     counts: tally(nodes.map((n) => n.status)),
+    nodes,
     layers: layerViews(nodes),
+  };
+}
+
+/** The stored input template of a node (see src/workflow/wiring.ts), as far as the panel reads it. */
+interface StoredTemplate {
+  static?: unknown;
+  refs?: { to: (string | number)[]; kind: WiredInput['kind']; node: number; from: (string | number)[] }[];
+}
+
+/**
+ * One node of a workflow: its wiring (each reference named by its upstream node's id), its stored result, and
+ * its task as the task page reads it. Null when the workflow or the node does not exist.
+ */
+export async function readWorkflowNode(
+  db: Database,
+  workflowId: string,
+  index: number,
+  hideData: boolean,
+): Promise<WorkflowNodeDetail<Date> | null> {
+  const [row] = await db.run(DashboardWorkflowNode, { workflowId, nodeIndex: index });
+  if (!row) return null;
+  const graph = (await db.run(WorkflowNodeGraph, { workflowId })).map(dagNode);
+  const node = graph.find((n) => n.index === index);
+  if (!node) return null;
+  const ids = new Map(graph.map((n) => [n.index, n.id]));
+  const template = (row.input_template ?? {}) as StoredTemplate;
+  const wired = (template.refs ?? []).map((r) => ({
+    to: r.to,
+    kind: r.kind,
+    node: r.node,
+    nodeId: r.node < 0 ? null : (ids.get(r.node) ?? null),
+    from: r.from,
+  }));
+  return {
+    workflowId,
+    node,
+    wired,
+    staticInput: hideData ? null : (template.static ?? null),
+    result: hideData ? null : row.result,
+    hidden: hideData,
+    createdAt: row.created_at,
+    enqueuedAt: row.enqueued_at,
+    completedAt: row.completed_at,
+    task: node.taskId ? await readTask(db, node.taskId, hideData) : null,
+  };
+}
+
+/** Each node's span, for the timeline of a run; null for an unknown workflow. */
+export async function readWorkflowTimeline(
+  db: Database,
+  workflowId: string,
+): Promise<WorkflowTimeline<Date> | null> {
+  const [row] = await db.run(WorkflowGet, { id: workflowId });
+  if (!row) return null;
+  const spans = await db.run(DashboardWorkflowSpans, { workflowId });
+  return {
+    workflowId,
+    sentAt: row.sent_at,
+    spans: spans.map((s) => ({
+      index: s.node_index,
+      id: s.node_id,
+      status: s.status,
+      enqueuedAt: s.enqueued_at,
+      startedAt: s.started_at,
+      finishedAt: s.finished_at,
+    })),
   };
 }
 

@@ -423,3 +423,51 @@ export const DashboardWorkflowPage = statement<
    LIMIT $5`,
   ({ status, name, afterSentAt, afterId, limit }) => [status, name, afterSentAt, afterId, limit],
 );
+
+/** A workflow node's stored wiring and times, for its detail panel. */
+export interface WorkflowNodeDetailRow {
+  node_index: number;
+  node_id: string;
+  input_template: unknown;
+  result: unknown;
+  enqueued_at: Date | null;
+  completed_at: Date | null;
+  created_at: Date;
+}
+
+/** One node of a workflow by index: its input template (static part and references), result and times. */
+export const DashboardWorkflowNode = statement<
+  { workflowId: string; nodeIndex: number },
+  WorkflowNodeDetailRow
+>(
+  'DashboardWorkflowNode',
+  `SELECT node_index, node_id, input_template, result, enqueued_at, completed_at, created_at
+   FROM {{schema}}.horsies_workflow_tasks
+   WHERE workflow_id = $1 AND node_index = $2`,
+  ({ workflowId, nodeIndex }) => [workflowId, nodeIndex],
+);
+
+/** A node's span on a workflow's timeline: when it was enqueued, its task claimed, started and finished. */
+export interface WorkflowSpanRow {
+  node_index: number;
+  node_id: string;
+  status: string;
+  enqueued_at: Date | null;
+  started_at: Date | null;
+  finished_at: Date | null;
+}
+
+/**
+ * Every node's span, through the primary keys of both tables (one workflow's nodes, each its task by id): a
+ * subworkflow node's span is that of its node row (enqueued when its child started, done when the child ended).
+ */
+export const DashboardWorkflowSpans = statement<{ workflowId: string }, WorkflowSpanRow>(
+  'DashboardWorkflowSpans',
+  `SELECT n.node_index, n.node_id, n.status, COALESCE(n.enqueued_at, t.enqueued_at) AS enqueued_at,
+          t.started_at, COALESCE(t.finished_at, n.completed_at) AS finished_at
+   FROM {{schema}}.horsies_workflow_tasks n
+   LEFT JOIN {{schema}}.horsies_tasks t ON t.id = n.task_id
+   WHERE n.workflow_id = $1
+   ORDER BY n.node_index`,
+  ({ workflowId }) => [workflowId],
+);

@@ -112,7 +112,7 @@ describe('workflow and schedule pages in a browser', () => {
 
     const list = await open('workflows');
     await list.getByTestId('workflows').locator(`tr[data-id="${handle.id}"]`).getByRole('link').click();
-    const dag = list.getByTestId('dag');
+    const dag = list.getByTestId('graph-svg');
     await dag.locator('[data-node]').nth(4).waitFor();
     const statuses = Object.fromEntries(
       await Promise.all(
@@ -128,7 +128,23 @@ describe('workflow and schedule pages in a browser', () => {
       'orders.price#3': 'FAILED',
       'reports.daily': 'COMPLETED',
     });
-    expect(await dag.getByTestId('layer').count()).toBe(3);
+    expect(await list.getByTestId('dag').getByTestId('layer').count()).toBe(3);
+    // Each dependency is an edge: the fetch fans out to the three prices, which the report joins.
+    const edges = await dag
+      .locator('polyline[data-from]')
+      .evaluateAll((lines) =>
+        lines.map((l) => `${l.getAttribute('data-from')}>${l.getAttribute('data-to')}`),
+      );
+    expect(edges.sort()).toEqual(
+      [
+        'orders.fetch>orders.price',
+        'orders.fetch>orders.price#2',
+        'orders.fetch>orders.price#3',
+        'orders.price#2>reports.daily',
+        'orders.price#3>reports.daily',
+        'orders.price>reports.daily',
+      ].sort(),
+    );
     // A failed node fails the workflow (no success policy), though the quorum join ran.
     await list.locator('h1 .status', { hasText: 'FAILED' }).waitFor();
     // A FAILED run offers only Retry failed.
@@ -172,9 +188,9 @@ describe('workflow and schedule pages in a browser', () => {
     expect((await app.getWorkflow(child!.id).info())?.status).toBe('RUNNING');
 
     // The subworkflow node links to its child run, whose page links back to the parent.
-    const node = page.getByTestId('dag').locator('[data-node="ship-eu"]');
+    const node = page.getByTestId('graph-svg').locator('[data-node="ship-eu"]');
     expect(await node.getAttribute('data-child')).toBe(child!.id);
-    await node.click();
+    await node.getByTestId('child-link').click();
     await page.getByTestId('workflow-id').getByText(child!.id).waitFor();
     const parentLine = page.getByTestId('workflow-parent');
     expect(await parentLine.innerText()).toContain('(its node ship-eu)');

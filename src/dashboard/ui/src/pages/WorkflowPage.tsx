@@ -1,14 +1,18 @@
 /**
- * One workflow: its status, times, result or error, and its graph drawn in layers (a node's depth is the longest
- * path to it from a root, so its dependencies sit in the rows above). Each node is a box with its id, task and a
- * status colour, linking to its task, or, for a node that runs a whole workflow, to that child run; a wide layer
- * comes as counts, a long run of finished layers as one line. A child run links to its parent and root. With
- * actions enabled: Pause, Resume, Cancel and Retry failed, as the workflow's status allows.
+ * One workflow: its status, times, result or error; its graph drawn with edges (graph/WorkflowGraph.tsx), a
+ * node's detail on click (graph/NodeDetail.tsx), the run's timeline (graph/Gantt.tsx), and the graph in layers as
+ * text, where a wide layer comes as counts and a long run of finished layers as one line. A child run links to
+ * its parent and root. With actions enabled: Pause, Resume, Cancel and Retry failed, as the workflow's status
+ * allows.
  */
 import type { JSX } from 'preact';
-import type { WorkflowDetail, WorkflowLayer, WorkflowNode } from '../../../contract.js';
+import { useState } from 'preact/hooks';
+import type { WorkflowDetail, WorkflowLayer, WorkflowNode, WorkflowTimeline } from '../../../contract.js';
 import { ActionMessage, JsonBlock, Status, useAction } from '../components.js';
 import { ago, count, time } from '../format.js';
+import { Gantt } from '../graph/Gantt.js';
+import { NodeDetail } from '../graph/NodeDetail.js';
+import { WorkflowGraph } from '../graph/WorkflowGraph.js';
 import { useApi } from '../hooks.js';
 import type { PageProps } from './PageProps.js';
 
@@ -20,76 +24,22 @@ function counts(tally: Record<string, number>): string {
     .join(' · ');
 }
 
-function joinLabel(node: WorkflowNode): string {
-  if (node.dependencies.length === 0) return '';
-  const rule = node.join === 'quorum' ? `quorum ${node.minSuccess}/${node.dependencies.length}` : node.join;
-  return node.allowFailedDeps ? `${rule} +failed` : rule;
-}
-
-function NodeBox(props: { node: WorkflowNode; ids: Map<number, string> }): JSX.Element {
+/** A node in the text view of the layers: its id and status; a click selects it. */
+function NodeChip(props: { node: WorkflowNode; onSelect: (index: number) => void }): JSX.Element {
   const n = props.node;
-  const waits = n.dependencies.map((d) => props.ids.get(d) ?? `#${d}`);
-  const title = [
-    waits.length > 0 ? `waits for ${waits.slice(0, 8).join(', ')}${waits.length > 8 ? ', …' : ''}` : 'a root',
-    joinLabel(n) ? `join ${joinLabel(n)}` : '',
-  ]
-    .filter(Boolean)
-    .join('; ');
-  const body = (
-    <>
-      <div class="node-id">{n.id}</div>
-      <div class="node-task">
-        {n.subworkflow ? <span class="tag">workflow</span> : null} {n.task}
-      </div>
-      <div>
-        <Status status={n.status} />
-        {n.errorCode ? <span class="node-error">{n.errorCode}</span> : null}
-      </div>
-      {joinLabel(n) && joinLabel(n) !== 'all' ? <div class="muted">{joinLabel(n)}</div> : null}
-    </>
-  );
-  if (n.subworkflow) {
-    // A subworkflow node runs no task: it links to the child run it started.
-    return n.childWorkflowId ? (
-      <a
-        class={`node n-${n.status.toLowerCase()}`}
-        href={`#/workflow/${encodeURIComponent(n.childWorkflowId)}`}
-        title={`${title}; runs workflow ${n.subworkflow}`}
-        data-node={n.id}
-        data-status={n.status}
-        data-child={n.childWorkflowId}
-      >
-        {body}
-      </a>
-    ) : (
-      <div
-        class={`node n-${n.status.toLowerCase()}`}
-        title={`${title}; runs workflow ${n.subworkflow} (not started)`}
-        data-node={n.id}
-        data-status={n.status}
-      >
-        {body}
-      </div>
-    );
-  }
-  return n.taskId ? (
-    <a
-      class={`node n-${n.status.toLowerCase()}`}
-      href={`#/task/${encodeURIComponent(n.taskId)}`}
-      title={title}
-      data-node={n.id}
-      data-status={n.status}
+  return (
+    <button
+      type="button"
+      class={`chip n-${n.status.toLowerCase()}`}
+      data-layer-node={n.id}
+      onClick={() => props.onSelect(n.index)}
     >
-      {body}
-    </a>
-  ) : (
-    <div class={`node n-${n.status.toLowerCase()}`} title={title} data-node={n.id} data-status={n.status}>
-      {body}
-    </div>
+      {n.id} <span class="muted">{n.status}</span>
+    </button>
   );
 }
 
-function Layer(props: { layer: WorkflowLayer; ids: Map<number, string> }): JSX.Element {
+function Layer(props: { layer: WorkflowLayer; onSelect: (index: number) => void }): JSX.Element {
   const l = props.layer;
   if (l.kind === 'run') {
     return (
@@ -110,7 +60,7 @@ function Layer(props: { layer: WorkflowLayer; ids: Map<number, string> }): JSX.E
       {l.kind === 'nodes' ? (
         <div class="layer-nodes">
           {l.nodes.map((n) => (
-            <NodeBox key={n.index} node={n} ids={props.ids} />
+            <NodeChip key={n.index} node={n} onSelect={props.onSelect} />
           ))}
         </div>
       ) : (
@@ -119,13 +69,47 @@ function Layer(props: { layer: WorkflowLayer; ids: Map<number, string> }): JSX.E
           {l.notable.length > 0 ? (
             <div class="layer-nodes">
               {l.notable.map((n) => (
-                <NodeBox key={n.index} node={n} ids={props.ids} />
+                <NodeChip key={n.index} node={n} onSelect={props.onSelect} />
               ))}
             </div>
           ) : null}
         </>
       )}
     </div>
+  );
+}
+
+/** Rows drawn on a run's timeline at most (the earliest by enqueue). */
+const TIMELINE_ROWS = 300;
+
+/** The run's timeline: nodes in the order they were enqueued, each queued and running span. */
+function RunTimeline(props: { id: string }): JSX.Element {
+  const { data, error } = useApi<WorkflowTimeline>(`workflows/${encodeURIComponent(props.id)}/timeline`);
+  if (error) return <p class="error">{error}</p>;
+  if (!data) return <p class="muted">loading timeline…</p>;
+  const key = (s: WorkflowTimeline['spans'][number]): string =>
+    s.enqueuedAt ?? s.startedAt ?? s.finishedAt ?? '';
+  const started = data.spans
+    .filter((s) => key(s) !== '')
+    .sort((a, b) => key(a).localeCompare(key(b)) || a.index - b.index);
+  const waiting = data.spans.length - started.length;
+  return (
+    <>
+      <Gantt
+        testid="timeline"
+        caption={`${count(started.length)} nodes by enqueue time${
+          started.length > TIMELINE_ROWS ? ` (the first ${TIMELINE_ROWS} drawn)` : ''
+        }${waiting > 0 ? ` · ${count(waiting)} not enqueued yet` : ''}`}
+        rows={started.slice(0, TIMELINE_ROWS).map((s) => ({
+          key: s.id,
+          label: s.id,
+          status: s.status,
+          queuedAt: s.enqueuedAt,
+          startedAt: s.startedAt,
+          finishedAt: s.finishedAt,
+        }))}
+      />
+    </>
   );
 }
 
@@ -170,14 +154,13 @@ export function WorkflowPage(props: PageProps): JSX.Element {
   const id = props.rest[0] ?? '';
   const { data, error, reload } = useApi<WorkflowDetail>(`workflows/${encodeURIComponent(id)}`);
   const [action, run] = useAction(reload);
+  const [selected, setSelected] = useState<{ run: string; index: number } | null>(null);
   if (error) return <p class="error">{error}</p>;
   if (!data) return <p class="muted">loading…</p>;
   const w = data;
-  const ids = new Map<number, string>();
-  for (const l of w.layers) {
-    if (l.kind === 'nodes') for (const n of l.nodes) ids.set(n.index, n.id);
-    if (l.kind === 'summary') for (const n of l.notable) ids.set(n.index, n.id);
-  }
+  const ids = new Map(w.nodes.map((n) => [n.index, n.id]));
+  const chosen = selected?.run === w.id ? selected.index : null;
+  const select = (index: number): void => setSelected({ run: w.id, index });
   const envelope = w.result as { ok?: unknown; err?: unknown } | null;
   return (
     <section>
@@ -212,11 +195,29 @@ export function WorkflowPage(props: PageProps): JSX.Element {
       {props.config.actions ? <Controls w={w} busy={action.busy} run={run} /> : null}
       <ActionMessage state={action} />
       <h2>Graph</h2>
-      <div class="dag" data-testid="dag">
-        {w.layers.map((l) => (
-          <Layer key={l.depth} layer={l} ids={ids} />
-        ))}
+      <div class={chosen === null ? 'graph-area' : 'graph-area with-detail'}>
+        <WorkflowGraph runId={w.id} nodes={w.nodes} selected={chosen} onSelect={select} />
+        {chosen !== null ? (
+          <NodeDetail
+            key={chosen}
+            workflowId={w.id}
+            index={chosen}
+            ids={ids}
+            onSelect={select}
+            onClose={() => setSelected(null)}
+          />
+        ) : null}
       </div>
+      <h2>Timeline</h2>
+      <RunTimeline id={w.id} />
+      <details class="dag-text">
+        <summary>Layers as text</summary>
+        <div class="dag" data-testid="dag">
+          {w.layers.map((l) => (
+            <Layer key={l.depth} layer={l} onSelect={select} />
+          ))}
+        </div>
+      </details>
       <h2>{envelope && 'err' in envelope ? 'Error' : 'Result'}</h2>
       {w.errorCode ? <span class="tag bad">{w.errorCode}</span> : null}
       {w.hidden ? (
