@@ -12,13 +12,10 @@
 import type { StandardSchemaV1 } from '@standard-schema/spec';
 import type { Logger } from 'pino';
 import type { TaskDefinition } from '../client/TaskDefinition.js';
-import type { Database } from '../db/Database.js';
-import { TaskReleaseClaimed } from '../db/liveness.js';
 import type { HeartbeatRole } from '../db/liveness.js';
 import type { ClaimedTaskRow, OwnedTask, TaskStartRow } from '../db/tasks.js';
-import type { CapGuard } from './CapGuard.js';
+import type { ClaimStrategies, ClaimStrategy, PrefetchedStart } from './claim/ClaimStrategy.js';
 import type { Executor } from './Executor.js';
-import type { FlowGuard } from './FlowGuard.js';
 
 /** Tasks a claim started in the same round trip (`TaskClaimAndStart`), with the slots reserved for them. */
 export interface StartedWithClaim {
@@ -42,7 +39,6 @@ interface Held {
 
 /** Settings of a {@link Dispatcher}. */
 export interface DispatcherOptions {
-  workerId: string;
   /** Handlers running at once. */
   concurrency: number;
   /** Longest wait before starts the soft cap deferred try again with nothing heard meanwhile (the poll interval). */
@@ -89,14 +85,13 @@ export class Dispatcher {
   private heldBack = false;
 
   constructor(
-    private readonly db: Database,
     private readonly executor: Executor,
-    private readonly caps: CapGuard,
+    /** How each queue's tasks start and go back. */
+    private readonly strategies: ClaimStrategies,
     private readonly registry: ReadonlyMap<string, TaskDefinition<StandardSchemaV1, unknown>>,
     private readonly options: DispatcherOptions,
     private readonly logger: Logger,
     private readonly hooks: DispatcherHooks,
-    private readonly flow: FlowGuard | null = null,
   ) {}
 
   /**
@@ -139,7 +134,12 @@ export class Dispatcher {
    * soft cap's gate, or a task has a per-worker limit.
    */
   reserveStarts(queue: string, max: number): number {
-    if (!this.active || this.waiting.length > 0 || this.caps.gatesStart(queue) || this.workerLimits())
+    if (
+      !this.active ||
+      this.waiting.length > 0 ||
+      this.strategies.of(queue).gatesStart ||
+      this.workerLimits()
+    )
       return 0;
     const ahead = this.startsAhead(queue) ? this.options.startAhead() : 0;
     const slots = this.options.concurrency + ahead - this.executor.running - this.starting;
@@ -155,10 +155,7 @@ export class Dispatcher {
    */
   startsAhead(queue: string): boolean {
     return (
-      this.options.startAhead() > 0 &&
-      !this.caps.applies(queue) &&
-      !this.flow?.applies(queue) &&
-      !this.workerLimits()
+      this.options.startAhead() > 0 && this.strategies.of(queue).kind === 'plain' && !this.workerLimits()
     );
   }
 
@@ -360,7 +357,7 @@ export class Dispatcher {
 
   // A task waiting for a rate limiter or a soft cap stays: every worker would wait for it too.
   private mayHandBack(task: ClaimedTaskRow): boolean {
-    return !this.notBefore.has(task.id) && !this.caps.gatesStart(task.queue_name);
+    return !this.notBefore.has(task.id) && !this.strategies.of(task.queue_name).gatesStart;
   }
 
   // Checks for tasks waiting past holdMs once the oldest of those that may go back would be. (Timed on all of
@@ -395,7 +392,7 @@ export class Dispatcher {
   // they stay CLAIMED in the table until the reaper requeues them (this worker no longer beats for them).
   private async handBack(tasks: ClaimedTaskRow[], why: string): Promise<void> {
     try {
-      await this.db.run(TaskReleaseClaimed, { workerId: this.options.workerId, tasks: tasks.map(owned) });
+      for (const [strategy, group] of this.byStrategy(tasks)) await strategy.giveBack(group);
       this.logger.info({ count: tasks.length, why }, 'handed claimed tasks back to PENDING');
     } catch (error) {
       this.hooks.onError('handing claimed tasks back failed; the reaper will requeue them', error);
@@ -447,44 +444,41 @@ export class Dispatcher {
     this.starts.add(start);
   }
 
+  // Each strategy starts its tasks in one statement (or one per set of rate limiters); those a soft cap or a rate
+  // limiter had no room for wait, unoffered, until it may have.
   private async startBatch(batch: ClaimedTaskRow[]): Promise<void> {
-    const limited = this.flow ? batch.filter((t) => this.flow?.gatesStart(t.queue_name, t.task_name)) : [];
-    if (limited.length > 0) batch = batch.filter((t) => !limited.includes(t));
-    const gated = batch.filter((t) => this.caps.gatesStart(t.queue_name));
-    await this.executor.startAll(batch.filter((t) => !this.caps.gatesStart(t.queue_name)));
-    if (limited.length > 0) await this.startLimited(limited);
-    for (const queue of new Set(gated.map((t) => t.queue_name))) {
-      const group = gated.filter((t) => t.queue_name === queue);
-      const { room, rows } = await this.executor.markStartedWithin(
-        queue,
-        this.caps.limits(queue, 'start'),
-        group,
-      );
-      const started = group.slice(0, room);
-      const deferred = group.slice(room);
-      this.executor.launch(started, rows);
-      if (deferred.length === 0) continue;
-      if (started.length > 0) this.capRetryMs = 0;
-      for (const task of deferred) this.setPhase(task.id, 'claimed');
-      this.waiting.unshift(...deferred);
-      this.waitForCapRoom(queue);
+    for (const [strategy, group] of this.byStrategy(batch)) {
+      for (const start of await strategy.startPrefetched(group)) {
+        this.executor.launch(start.started, start.rows);
+        if (start.deferred.length > 0) this.defer(start);
+      }
     }
   }
 
-  // Under rate limiters: what they have no room for waits, unoffered, until they have room again.
-  private async startLimited(tasks: ClaimedTaskRow[]): Promise<void> {
-    for (const { started, rows, deferred, retryAt } of await (this.flow as FlowGuard).start(tasks)) {
-      this.executor.launch(started, rows);
-      if (deferred.length === 0) continue;
-      const at = retryAt?.getTime() ?? Date.now() + this.options.retryMs;
-      for (const task of deferred) {
-        this.setPhase(task.id, 'claimed');
-        this.notBefore.set(task.id, at);
-      }
-      this.waiting.unshift(...deferred);
-      const timer = setTimeout(() => this.scheduleDispatch(), Math.max(1, at - Date.now()));
-      timer.unref?.();
+  private defer({ started, deferred, waitsFor, retryAt }: PrefetchedStart): void {
+    for (const task of deferred) this.setPhase(task.id, 'claimed');
+    this.waiting.unshift(...deferred);
+    if (waitsFor === 'room') {
+      if (started.length > 0) this.capRetryMs = 0;
+      for (const queue of new Set(deferred.map((t) => t.queue_name))) this.waitForCapRoom(queue);
+      return;
     }
+    const at = retryAt?.getTime() ?? Date.now() + this.options.retryMs;
+    for (const task of deferred) this.notBefore.set(task.id, at);
+    const timer = setTimeout(() => this.scheduleDispatch(), Math.max(1, at - Date.now()));
+    timer.unref?.();
+  }
+
+  // Tasks grouped by their queue's strategy, in the order of their first task.
+  private byStrategy(tasks: ClaimedTaskRow[]): Map<ClaimStrategy, ClaimedTaskRow[]> {
+    const groups = new Map<ClaimStrategy, ClaimedTaskRow[]>();
+    for (const task of tasks) {
+      const strategy = this.strategies.of(task.queue_name);
+      const group = groups.get(strategy);
+      if (group) group.push(task);
+      else groups.set(strategy, [task]);
+    }
+    return groups;
   }
 
   // The cap had no room for every start: those it gates wait for a sign that room opened, or for a retry that backs

@@ -1,10 +1,10 @@
 /**
- * Runs claimed tasks. First it confirms ownership and starts them in one statement (CLAIMED → RUNNING, or
- * EXPIRED when `good_until` passed while they waited), then runs each handler: stored input re-validated
- * against the task's schema, handler called with a context and an AbortSignal, the outcome turned into a finish
- * for the completer.
+ * Runs started tasks. A claim strategy (claim/) starts them (CLAIMED → RUNNING, or EXPIRED when `good_until`
+ * passed while they waited) and hands the start rows over ({@link Executor.launch}); the executor runs each
+ * handler: stored input re-validated against the task's schema, handler called with a context and an AbortSignal,
+ * the outcome turned into a finish for the completer.
  *
- *   claimed ──TaskStartMany──► running ──handler──► outcome ──► finish ──► Completer
+ *   claimed ──────start──────► running ──handler──► outcome ──► finish ──► Completer
  *      │                          │                    ├─ value            → COMPLETED
  *      ├─ expired (no attempt)    ├─ timeout           ├─ error, retryable → RETRY (back to PENDING)
  *      └─ lost (not run)          ├─ cancel request    ├─ error            → FAILED
@@ -22,10 +22,8 @@ import type { Logger } from 'pino';
 import type { TaskContext, TaskDefinition, TaskWorkflowContext } from '../client/TaskDefinition.js';
 import type { ErrorCodeMap } from '../client/policy.js';
 import { errorEnvelope, okEnvelope } from '../outcome.js';
-import type { Database, Queryable } from '../db/Database.js';
-import { TaskStartWithinCap, rowsWithinCap } from '../db/capacity.js';
-import type { CapLimits } from '../db/capacity.js';
-import { TaskOptionsGet, TaskStartMany, startingTasks } from '../db/tasks.js';
+import type { Database } from '../db/Database.js';
+import { TaskOptionsGet } from '../db/tasks.js';
 import type { ClaimedTaskRow, TaskFinish, TaskFinishRow, TaskStartRow, WorkerIdentity } from '../db/tasks.js';
 import { TaskError } from '../errors.js';
 import { decideRetry, storedRetryPolicy } from '../retry.js';
@@ -164,42 +162,6 @@ export class Executor {
   /** Ids of the tasks running now. */
   runningIds(): string[] {
     return [...this.runs.keys()];
-  }
-
-  /** Starts claimed tasks (one statement) and launches their handlers. */
-  async startAll(tasks: ClaimedTaskRow[]): Promise<void> {
-    this.launch(tasks, await this.markStarted(tasks));
-  }
-
-  /**
-   * CLAIMED → RUNNING (or EXPIRED) for tasks this worker still owns, in one statement on `on` when given. Call
-   * {@link launch} with the rows once that statement is committed: a handler must not finish before its start
-   * is visible, or its finish would find the task still CLAIMED.
-   */
-  async markStarted(tasks: ClaimedTaskRow[], on?: Queryable): Promise<TaskStartRow[]> {
-    if (tasks.length === 0) return [];
-    return this.db.run(TaskStartMany, this.startParams(tasks), on);
-  }
-
-  /**
-   * As {@link markStarted}, for as many of `tasks` (in order) as a soft cap on their queue leaves room to run, in
-   * one statement that counts that room under the cap's lock; the tasks past `room` were not started.
-   */
-  async markStartedWithin(
-    queue: string,
-    cap: CapLimits,
-    tasks: ClaimedTaskRow[],
-  ): Promise<{ room: number; rows: TaskStartRow[] }> {
-    const rows = await this.db.run(TaskStartWithinCap, { ...this.startParams(tasks), queue, cap });
-    return { room: rows[0]?.room ?? 0, rows: rowsWithinCap(rows) };
-  }
-
-  private startParams(tasks: ClaimedTaskRow[]) {
-    return {
-      workerId: this.options.identity.workerId,
-      tasks: startingTasks(tasks),
-      waitForFlush: this.options.synchronousStarts,
-    };
   }
 
   /** Launches the handlers of started tasks; tasks missing from `rows` were lost, EXPIRED ones expired. */

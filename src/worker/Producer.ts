@@ -1,20 +1,13 @@
 /**
- * The claim loop. Claims up to the worker's free capacity in one statement, then sleeps until a notification,
- * a freed slot (when more work may be waiting) or the poll interval, whichever comes first. Where the dispatcher
- * allows, the same statement also starts as many of the claimed tasks as there are free slots
- * (`TaskClaimAndStart`: those go from PENDING to RUNNING in one row update).
+ * The claim loop. Claims up to the worker's free capacity, queue by queue through each queue's claim strategy, then
+ * sleeps until a notification, a freed slot (when more work may be waiting) or the poll interval, whichever comes
+ * first. Where the strategy and the dispatcher allow, the claim also starts as many of the claimed tasks as there
+ * are free slots (those go from PENDING to RUNNING in one row update).
  */
-import type { Database } from '../db/Database.js';
-import { TaskClaimAndStartWithinCap, TaskClaimWithinCap, rowsWithinCap } from '../db/capacity.js';
-import type { CappedRow } from '../db/capacity.js';
-import { TaskClaimAndStart, inClaimOrder } from '../db/tasks.js';
 import type { ClaimAndStartRow, ClaimedTaskRow, WorkerIdentity } from '../db/tasks.js';
-import type { CapGuard } from './CapGuard.js';
+import type { ClaimStrategies, ClaimStrategy } from './claim/ClaimStrategy.js';
 import type { StartedWithClaim } from './Dispatcher.js';
-import type { DoneNotices } from './DoneNotices.js';
-import type { FlowGuard } from './FlowGuard.js';
 import type { Handoff } from './Handoff.js';
-
 /** Settings of a {@link Producer}. */
 export interface ProducerOptions {
   /** In the order to serve them: highest priority first. */
@@ -23,8 +16,6 @@ export interface ProducerOptions {
   pollIntervalMs: number;
   leaseMs: number;
   identity: WorkerIdentity;
-  /** Starts wait for their WAL flush (see WorkerConfig.synchronousStarts). */
-  synchronousStarts: boolean;
   /**
    * Free slots needed before a freed slot triggers another claim while work is still running. Claiming in
    * batches costs one round trip per batch instead of one per task; an idle worker claims at once regardless.
@@ -63,10 +54,6 @@ interface Claim {
   asked: number;
 }
 
-function withAsked(rows: ClaimedTaskRow[], asked: number): Claim {
-  return { rows, started: undefined, asked };
-}
-
 /** Claims tasks for one worker. */
 export class Producer {
   private running = false;
@@ -77,22 +64,12 @@ export class Producer {
   private moreLikely = true;
   private failures = 0;
   private readonly timers = new Set<NodeJS.Timeout>();
-  /**
-   * Capped queues whose last claim took the last of the room it found: a send to them cannot be claimed, so they
-   * are left out of claim passes until room may have opened ({@link capRoomMayHaveOpened}, or a poll).
-   */
-  private readonly capFull = new Set<string>();
-  /** Counts the signs that room may have opened: a claim counted before the latest one does not mark a queue full. */
-  private roomSigns = 0;
 
   constructor(
-    private readonly db: Database,
     private readonly options: ProducerOptions,
     private readonly hooks: ProducerHooks,
-    private readonly caps: CapGuard,
-    private readonly flow: FlowGuard | null = null,
-    /** task_done notifications a plain claim carries (only when its commit does not wait for the WAL flush). */
-    private readonly notices: DoneNotices | null = null,
+    /** How each queue is claimed; a capped queue without room is left out of passes until room may have opened. */
+    private readonly strategies: ClaimStrategies,
     /** Sends hand tasks to this worker while it is idle (see Handoff): taken back before each claim. */
     private readonly handoff: Handoff | null = null,
   ) {}
@@ -118,13 +95,16 @@ export class Producer {
     // counts as dry, whether this pass claimed from it or knew it full: its tasks wait for room, not for slots.)
     let dry = true;
     for (const queue of this.options.queues) {
-      if (this.capFull.has(queue)) continue;
+      const strategy = this.strategies.of(queue);
+      if (strategy.full()) continue;
       const wanted = limit - claimed.length;
-      const claim = this.flow?.applies(queue)
-        ? await this.claimLimited(this.flow, queue, taskNames, wanted)
-        : this.claimsOnlyUnderCap(queue)
-          ? withAsked(await this.claimCapped(queue, taskNames, wanted), wanted)
-          : await this.claimAndStart(queue, taskNames, wanted);
+      const claim = strategy.startsInClaim
+        ? await this.startingClaim(strategy, queue, taskNames, wanted)
+        : {
+            rows: await strategy.claim(this.claimParams(queue, taskNames, wanted), 0),
+            started: undefined,
+            asked: wanted,
+          };
       const { rows, started } = claim;
       dry &&= rows.length < claim.asked;
       if (rows.length === 0) continue;
@@ -154,77 +134,17 @@ export class Producer {
   // only a registration still out is renewed (a claim pass took it back: that pass registers if it finds nothing).
   private async offerIdleSlots(taskNames: string[], renew = false): Promise<void> {
     if (this.handoff === null || !this.running) return;
-    const queues = this.options.queues.filter((q) => !this.caps.applies(q) && !this.flow?.applies(q));
+    const queues = this.options.queues.filter((q) => this.strategies.of(q).kind === 'plain');
     if (queues.length > 0) await this.handoff.register(queues, taskNames, this.hooks.capacity(), renew);
-  }
-
-  // A capped claim that starts nothing itself: under a cap that gates starts (soft mode), and with synchronous
-  // starts, whose commit would wait for the WAL flush while it holds the cap's lock (every capped claimer would
-  // then wait for each flush in turn).
-  private claimsOnlyUnderCap(queue: string): boolean {
-    return this.caps.gatesStart(queue) || (this.caps.applies(queue) && this.options.synchronousStarts);
-  }
-
-  // Under a cap, one statement takes the cap's lock, counts, and claims at most the room left; the starts go
-  // through the dispatcher.
-  private async claimCapped(queue: string, taskNames: string[], wanted: number): Promise<ClaimedTaskRow[]> {
-    const cap = this.caps.limits(queue, 'claim');
-    const signs = this.roomSigns;
-    const rows = await this.db.run(TaskClaimWithinCap, {
-      ...this.claimParams(queue, taskNames),
-      limit: wanted,
-      cap,
-    });
-    return inClaimOrder(this.withinRoom(queue, rows, signs));
-  }
-
-  // The tasks of a capped claim. One that took all the room it found (or found none) leaves its queue full, unless
-  // a sign that room may have opened came while it ran (`signs` is the count when it was sent): its count may
-  // predate the room.
-  private withinRoom<R extends { id: string }>(queue: string, rows: CappedRow<R>[], signs: number): R[] {
-    const claimed = rowsWithinCap(rows);
-    this.noteRoom(queue, rows[0]?.room ?? 0, claimed.length, signs);
-    return claimed;
-  }
-
-  private noteRoom(queue: string, room: number, claimed: number, signs: number): void {
-    if (room <= claimed && signs === this.roomSigns) this.capFull.add(queue);
-    else this.capFull.delete(queue);
-  }
-
-  // One statement claims and, for the slots free now, starts too (one row update per task); under a cap that does
-  // not gate starts (hard mode), at most the room left under the cap, counted under its lock in the same statement.
-  private claimAndStart(queue: string, taskNames: string[], wanted: number): Promise<Claim> {
-    return this.startingClaim(queue, wanted, async (start, limit) => {
-      const notify = this.options.synchronousStarts ? undefined : this.notices?.take();
-      const params = {
-        ...this.claimParams(queue, taskNames),
-        limit,
-        start,
-        waitForFlush: this.options.synchronousStarts,
-        notify,
-      };
-      try {
-        if (!this.caps.applies(queue)) return await this.db.run(TaskClaimAndStart, params);
-        const signs = this.roomSigns;
-        const rows = await this.db.run(TaskClaimAndStartWithinCap, {
-          ...params,
-          cap: this.caps.limits(queue, 'claim'),
-        });
-        return this.withinRoom(queue, rows, signs);
-      } catch (error) {
-        if (notify) this.notices?.giveBack(notify);
-        throw error;
-      }
-    });
   }
 
   // A claim that starts up to the slots reserved for it: the rows it wrote RUNNING are launched at once; a failed
   // claim, or one that started nothing, gives the reservation back.
   private async startingClaim(
+    strategy: ClaimStrategy,
     queue: string,
+    taskNames: string[],
     wanted: number,
-    claim: (start: number, limit: number) => Promise<ClaimAndStartRow[]>,
   ): Promise<Claim> {
     const reserved = this.hooks.reserveStarts(queue, wanted);
     const ahead = this.hooks.startsAhead(queue);
@@ -237,7 +157,7 @@ export class Producer {
     const limit = ahead ? reserved : wanted;
     let rows: ClaimAndStartRow[];
     try {
-      rows = inClaimOrder(await claim(reserved, limit));
+      rows = await strategy.claim(this.claimParams(queue, taskNames, limit), reserved);
     } catch (error) {
       this.hooks.cancelReservation(reserved);
       throw error;
@@ -258,28 +178,8 @@ export class Producer {
     return { rows, started: { tasks: running, rows: started, reserved }, asked: limit };
   }
 
-  private claimParams(queue: string, taskNames: string[]) {
-    return { queue, taskNames, leaseMs: this.options.leaseMs, worker: this.options.identity };
-  }
-
-  // Under a rate limiter or a group limit (FlowGuard): the claim starts the tasks it has free slots for, as
-  // claimAndStart does; within a cap's lock it only claims, and the starts go through the dispatcher.
-  private async claimLimited(
-    flow: FlowGuard,
-    queue: string,
-    taskNames: string[],
-    wanted: number,
-  ): Promise<Claim> {
-    const params = this.claimParams(queue, taskNames);
-    if (this.caps.applies(queue)) {
-      const signs = this.roomSigns;
-      const { rows, room } = await this.caps.claimWithin(queue, wanted, (on, limit) =>
-        flow.claim({ ...params, limit }, 0, on),
-      );
-      this.noteRoom(queue, room, rows.length, signs);
-      return withAsked(rows, wanted);
-    }
-    return this.startingClaim(queue, wanted, (start) => flow.claim({ ...params, limit: wanted }, start));
+  private claimParams(queue: string, taskNames: string[], limit: number) {
+    return { queue, taskNames, limit, leaseMs: this.options.leaseMs, worker: this.options.identity };
   }
 
   /** Starts the loop. */
@@ -321,8 +221,7 @@ export class Producer {
    * whose room ran out are claimed from again at the next pass.
    */
   capRoomMayHaveOpened(): void {
-    this.roomSigns += 1;
-    this.capFull.clear();
+    for (const strategy of this.strategies.all()) strategy.roomMayHaveOpened();
   }
 
   /** Stops claiming; resolves when the loop has exited. Idempotent. */

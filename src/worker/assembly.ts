@@ -16,6 +16,7 @@ import { MaintenanceLeader } from '../recovery/MaintenanceLeader.js';
 import { maintenanceServices, vacuumLoop } from '../recovery/services.js';
 import { CancelWatcher } from './CancelWatcher.js';
 import { CapGuard } from './CapGuard.js';
+import { claimStrategies } from './claim/strategies.js';
 import { Completer } from './Completer.js';
 import type { CompleterResult } from './Completer.js';
 import type { ResolvedWorkerConfig } from './config.js';
@@ -178,6 +179,10 @@ export function assemble(
       ),
   });
   // With prefetch 'auto', the tasks held ahead follow the rate of the runs that end here.
+  const strategies = claimStrategies(
+    { db, queues: [...cfg.queues, ...app.queues], caps, flow, notices },
+    { workerId: identity.workerId, synchronousStarts: cfg.synchronousStarts },
+  );
   const sizer = cfg.prefetchAuto ? new PrefetchSizer(cfg.prefetchWindowMs, cfg.prefetch) : null;
   // Tasks the worker may hold (claimed or running). After handing back tasks that found no slot in time, nothing
   // is claimed ahead until a run ends.
@@ -208,14 +213,12 @@ export function assemble(
       )
     : null;
   const producer = new Producer(
-    db,
     {
       queues: cfg.queues,
       maxClaimBatch: cfg.maxClaimBatch,
       pollIntervalMs: cfg.pollIntervalMs,
       leaseMs: cfg.claimLeaseMs,
       identity,
-      synchronousStarts: cfg.synchronousStarts,
       refillThreshold: () => Math.max(1, Math.floor(Math.min(cfg.maxClaimBatch, mostHeld()) / 2)),
     },
     {
@@ -237,9 +240,7 @@ export function assemble(
       onError: (error) => sink.fail('claim failed', error),
       claimableTaskNames: () => dispatcher.claimableTaskNames(),
     },
-    caps,
-    flow,
-    notices,
+    strategies,
     handoff,
   );
   const transactions = new TransactionalFinish(db, logger, {
@@ -290,7 +291,7 @@ export function assemble(
         }
         dispatcher.setPhase(finish.id, 'finishing', ran);
         // Under a cap or a group limit the task holds room until its outcome is written: write it at once.
-        completer.add(finish, caps.applies(task.queue_name) || flow.limitsGroups(task.queue_name));
+        completer.add(finish, strategies.of(task.queue_name).writesAtOnce);
         dispatcher.scheduleDispatch();
         producer.wake(false);
       },
@@ -315,12 +316,10 @@ export function assemble(
     transactions,
   );
   dispatcher = new Dispatcher(
-    db,
     executor,
-    caps,
+    strategies,
     tasks,
     {
-      workerId: identity.workerId,
       concurrency: cfg.concurrency,
       retryMs: cfg.pollIntervalMs,
       holdMs: cfg.prefetch > 0 ? cfg.prefetchHoldMs : 0,
@@ -334,7 +333,6 @@ export function assemble(
       },
       onError: (what, error) => sink.fail(what, error),
     },
-    flow,
   );
   completer = new Completer(
     db,

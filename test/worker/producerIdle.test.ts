@@ -12,6 +12,8 @@ import { z } from 'zod';
 import { CapGuard } from '../../src/worker/CapGuard.js';
 import { Handoff } from '../../src/worker/Handoff.js';
 import { Producer } from '../../src/worker/Producer.js';
+import { FlowGuard } from '../../src/worker/FlowGuard.js';
+import { claimStrategies } from '../../src/worker/claim/strategies.js';
 import type { ClaimedTaskRow } from '../../src/db/tasks.js';
 import { eventually, useTestSchema } from '../support/db.js';
 
@@ -48,15 +50,28 @@ function build(
       refill: () => {},
     },
   );
-  const producer = new Producer(
+  const caps = new CapGuard(app.db, { clusterWideCap: null, mode: 'hard', prefetchBuffer: 0, queueCaps });
+  const flow = new FlowGuard(
     app.db,
+    {
+      queues: app.config.queueConfigs,
+      tasks: app.tasks,
+      synchronousStarts: false,
+      workerId: identity.workerId,
+    },
+    app.logger,
+  );
+  const strategies = claimStrategies(
+    { db: app.db, queues, caps, flow, notices: null },
+    { workerId: identity.workerId, synchronousStarts: false },
+  );
+  const producer = new Producer(
     {
       queues,
       maxClaimBatch: 100,
       pollIntervalMs: 60_000,
       leaseMs: 30_000,
       identity,
-      synchronousStarts: false,
       refillThreshold: () => 1,
     },
     {
@@ -74,9 +89,7 @@ function build(
         throw error;
       },
     },
-    new CapGuard(app.db, { clusterWideCap: null, mode: 'hard', prefetchBuffer: 0, queueCaps }),
-    null,
-    null,
+    strategies,
     handoff,
   );
   return { producer, state };
