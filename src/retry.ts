@@ -13,24 +13,24 @@ export type BackoffStrategy = 'constant' | 'linear' | 'exponential' | 'exponenti
 /** When and how a failed task is retried. */
 export interface RetryPolicy {
   /** Retries after the first attempt. Default 0 (no retry). */
-  maxRetries?: number;
+  maxRetries?: number | undefined;
   /**
    * Error codes that retry; any other code fails the task at once. Required when `maxRetries` > 0. May include
    * built-in codes such as `TASK_TIMEOUT`, `WORKER_CRASHED` or `UNHANDLED_ERROR`.
    */
-  retryOn?: string[];
+  retryOn?: string[] | undefined;
   /**
    * Delay growth, with `baseDelayMs` = b and retry number n: `constant` b; `linear` b·n; `exponential` b·2^(n−1);
    * `exponential_jitter` uniform(0, b·2^(n−1)). Or an explicit list of delays in ms, the last one repeating.
    * Default `exponential`.
    */
-  backoff?: BackoffStrategy | number[];
+  backoff?: BackoffStrategy | number[] | undefined;
   /** Base delay b. Default 1,000 ms. 0 re-queues at once. */
-  baseDelayMs?: number;
+  baseDelayMs?: number | undefined;
   /** Cap on any computed delay. Default 3,600,000 ms (one hour). */
-  maxDelayMs?: number;
+  maxDelayMs?: number | undefined;
   /** Spread every delay by ±this fraction (0.1 = ±10%), after the cap. Default 0. */
-  jitter?: number;
+  jitter?: number | undefined;
 }
 
 /** A {@link RetryPolicy} with defaults applied. */

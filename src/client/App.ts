@@ -239,7 +239,7 @@ export class App<Q extends string = string> implements HandleHost {
   }
 
   /** The task's row, with its attempts when asked; null if there is no such task. */
-  async getTask(id: string, options: { attempts?: boolean } = {}): Promise<TaskInfo | null> {
+  async getTask(id: string, options: { attempts?: boolean | undefined } = {}): Promise<TaskInfo | null> {
     const [row] = await this.db.run(TaskGet, { id });
     if (!row) return null;
     const attempts = options.attempts ? await this.db.run(AttemptListByTask, { taskId: id }) : undefined;
@@ -259,7 +259,10 @@ export class App<Q extends string = string> implements HandleHost {
   }
 
   /** Tasks matching a filter (for example the dead-letter set: `{ status: 'FAILED' }`), newest first. */
-  listTasks(filter: TaskFilter = {}, page: { limit?: number; offset?: number } = {}): Promise<TaskInfo[]> {
+  listTasks(
+    filter: TaskFilter = {},
+    page: { limit?: number | undefined; offset?: number | undefined } = {},
+  ): Promise<TaskInfo[]> {
     return listTasks(this.db, filter, page);
   }
 
@@ -272,7 +275,9 @@ export class App<Q extends string = string> implements HandleHost {
    * Puts FAILED (or CANCELLED, EXPIRED) tasks back to PENDING with a fresh retry budget: given ids, or all that
    * match a filter (default status FAILED), in bounded batches. Attempt numbers continue; history is kept.
    */
-  resubmit(target: { ids: string[] } | (TaskFilter & { batchSize?: number })): Promise<ResubmitResult> {
+  resubmit(
+    target: { ids: string[] } | (TaskFilter & { batchSize?: number | undefined }),
+  ): Promise<ResubmitResult> {
     return resubmitTasks(this.db, target);
   }
 

@@ -70,7 +70,7 @@ export interface TransactionOptions {
    * The pool to take the connection from; it must reach the app's database (the task row is written through it).
    * Default: a pool the worker opens for transactional finishes.
    */
-  pool?: pg.Pool;
+  pool?: pg.Pool | undefined;
 }
 
 /** Where a workflow task runs: its workflow and node. */
@@ -109,51 +109,51 @@ export interface TaskConfig<
   /** The code that runs. */
   handler: TaskHandler<StandardSchemaV1.InferOutput<S>, R, NoInfer<C>>;
   /** Queue; default: the app's default queue. One of the queues declared in `createApp`. */
-  queue?: Q;
+  queue?: Q | undefined;
   /**
    * The error codes the task can end with, besides the built-in ones (UPPER_SNAKE_CASE). Declared, they type
    * `result.error.code` as their union with the built-in codes, and a handler returning another code, or an
    * `errorCodes` entry or `defaultErrorCode` naming one, does not compile. Default: undeclared (any code).
    */
-  errors?: readonly C[];
+  errors?: readonly C[] | undefined;
   /** 1–100, lower runs first. Default 100. */
-  priority?: number;
+  priority?: number | undefined;
   /** Retry policy; fields not given come from the app's `retry`. Default: no retries. */
-  retry?: RetryPolicy;
+  retry?: RetryPolicy | undefined;
   /**
    * Execution timeout: the handler's AbortSignal fires and the attempt ends `TASK_TIMEOUT` (retried only if
    * listed in `retry.retryOn`). Default: the app's `timeoutMs`, else none.
    */
-  timeoutMs?: number;
+  timeoutMs?: number | undefined;
   /** Error classes to codes, consulted before the app's map (first `instanceof` match wins). */
-  errorCodes?: ErrorCodeMap<NoInfer<C>>;
+  errorCodes?: ErrorCodeMap<NoInfer<C>> | undefined;
   /** Code of a thrown error no map names. Default `UNHANDLED_ERROR`. */
-  defaultErrorCode?: NoInfer<C>;
+  defaultErrorCode?: NoInfer<C> | undefined;
   /**
    * How long a COMPLETED task is kept; 0 deletes it at the next retention pass once waiters had time to read it.
    * Default: its queue's `retentionMs`, else the app's `recovery.terminalRecordRetentionHours`.
    */
-  retentionMs?: number;
+  retentionMs?: number | undefined;
   /**
    * What a worker that shuts down does with a run of this task: `continue` lets it finish within the drain
    * timeout; `resubmit` stops it and hands it back to PENDING without counting the attempt; `stop` stops it and
    * fails it with `WORKER_SHUTDOWN`. Default `continue`. Runs still going at the drain timeout are resubmitted.
    */
-  shutdown?: ShutdownPolicy;
+  shutdown?: ShutdownPolicy | undefined;
   /**
    * CPU-bound work: run the handler on a worker thread, so it cannot starve the event loop that sends the
    * worker's heartbeats. The thread loads the app module itself (the worker's `appModule`); the input and result
    * cross threads as JSON. A timeout, cancel or shutdown that the handler does not heed within the grace period
    * terminates its thread. Default false.
    */
-  blocking?: boolean;
+  blocking?: boolean | undefined;
   /** Most runs of this task at once in one worker (on top of queue and cluster caps). Default: no limit. */
-  maxConcurrentPerWorker?: number;
+  maxConcurrentPerWorker?: number | undefined;
   /**
    * Cluster-wide limit on how often this task starts, over all workers: at most `max` starts in any `intervalMs`
    * window (on top of its queue's `rateLimit`; see docs/capacity.md, "Rate limits"). Default: none.
    */
-  rateLimit?: RateLimit;
+  rateLimit?: RateLimit | undefined;
 }
 
 /** See {@link TaskConfig.shutdown}. */

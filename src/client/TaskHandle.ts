@@ -6,7 +6,7 @@ import type { CancelResult } from './operations.js';
 /** What a handle needs from its app. */
 export interface HandleHost {
   waitForResult<T>(id: string, timeoutMs?: number): Promise<TaskResult<T>>;
-  getTask(id: string, options?: { attempts?: boolean }): Promise<TaskInfo | null>;
+  getTask(id: string, options?: { attempts?: boolean | undefined }): Promise<TaskInfo | null>;
   cancel(id: string): Promise<CancelResult>;
 }
 
@@ -34,7 +34,7 @@ export class TaskHandle<R, C extends string = string> {
    * `{ ok: false, error }` with codes such as the handler's own, `WAIT_TIMEOUT` (nothing changed, wait again) or
    * `TASK_NOT_FOUND`. Without `timeoutMs` it waits as long as it takes.
    */
-  result(options: { timeoutMs?: number } = {}): Promise<TaskResult<R, C>> {
+  result(options: { timeoutMs?: number | undefined } = {}): Promise<TaskResult<R, C>> {
     // The stored code is one the task declared or a built-in one (its errors are checked where they are made).
     return this.host.waitForResult<R>(this.id, options.timeoutMs) as Promise<TaskResult<R, C>>;
   }
@@ -45,7 +45,7 @@ export class TaskHandle<R, C extends string = string> {
   }
 
   /** The task's current row (and its attempts, when asked), or null if it no longer exists. */
-  info(options: { attempts?: boolean } = {}): Promise<TaskInfo | null> {
+  info(options: { attempts?: boolean | undefined } = {}): Promise<TaskInfo | null> {
     return this.host.getTask(this.id, options);
   }
 }

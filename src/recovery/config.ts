@@ -4,44 +4,44 @@ import { z } from 'zod';
 /** Recovery and retention settings. Every field is optional. */
 export interface RecoveryConfig {
   /** Requeue CLAIMED tasks whose claimer heartbeat went stale (safe: their code never ran). Default true. */
-  autoRequeueStaleClaimed?: boolean;
+  autoRequeueStaleClaimed?: boolean | undefined;
   /** A CLAIMED task is stale after this long without a claimer heartbeat. Default 120,000 ms. */
-  claimedStaleThresholdMs?: number;
+  claimedStaleThresholdMs?: number | undefined;
   /** How often a worker sends claimer heartbeats. Default 30,000 ms. */
-  claimerHeartbeatIntervalMs?: number;
+  claimerHeartbeatIntervalMs?: number | undefined;
   /** Retry or fail RUNNING tasks whose runner heartbeat went stale (`WORKER_CRASHED`). Default true. */
-  autoFailStaleRunning?: boolean;
+  autoFailStaleRunning?: boolean | undefined;
   /** A RUNNING task is stale after this long without a runner heartbeat. Default 300,000 ms. */
-  runningStaleThresholdMs?: number;
+  runningStaleThresholdMs?: number | undefined;
   /** How often a worker sends runner heartbeats. Default 30,000 ms. */
-  runnerHeartbeatIntervalMs?: number;
+  runnerHeartbeatIntervalMs?: number | undefined;
   /** How often maintenance (reaper, expiry, retention) runs. Default 30,000 ms. */
-  checkIntervalMs?: number;
+  checkIntervalMs?: number | undefined;
   /** Delete heartbeats older than this; null keeps them. Default 24. */
-  heartbeatRetentionHours?: number | null;
+  heartbeatRetentionHours?: number | null | undefined;
   /** Delete worker snapshots older than this; null keeps them. Default 168 (7 days). */
-  workerStateRetentionHours?: number | null;
+  workerStateRetentionHours?: number | null | undefined;
   /** Delete terminal tasks (and their attempts) finished longer ago than this; null keeps them. Default 720. */
-  terminalRecordRetentionHours?: number | null;
+  terminalRecordRetentionHours?: number | null | undefined;
   /** Rows deleted per statement by retention. Default 1,000. */
-  retentionBatchSize?: number;
+  retentionBatchSize?: number | undefined;
   /** Most statements one retention pass runs per table, so a huge backlog is spread over passes. Default 50. */
-  retentionMaxBatchesPerRun?: number;
+  retentionMaxBatchesPerRun?: number | undefined;
   /**
    * The workflow recovery pass repairs a workflow (a node whose task ended without the node following, a READY
    * node without a task, ...) once it has not changed for this long. Default 10,000 ms.
    */
-  workflowRecoveryGraceMs?: number;
+  workflowRecoveryGraceMs?: number | undefined;
   /** How often the leader reads the task table's statistics to decide on a vacuum. Default 1,000 ms. */
-  vacuumCheckIntervalMs?: number;
+  vacuumCheckIntervalMs?: number | undefined;
   /**
    * The leader vacuums the task table once this many of its rows, plus `vacuumScaleFactor` of its live rows, were
    * updated (other than in place) or deleted since its last vacuum, so that claims do not walk over the index
    * entries of tasks claimed since; null leaves the table to autovacuum. Default 10,000.
    */
-  vacuumThreshold?: number | null;
+  vacuumThreshold?: number | null | undefined;
   /** Share of the task table's live rows added to `vacuumThreshold`. Default 0.05. */
-  vacuumScaleFactor?: number;
+  vacuumScaleFactor?: number | undefined;
 }
 
 const hours = z.number().positive().nullable();

@@ -47,23 +47,23 @@ export interface SchedulerConfig {
   /** The schedules to run. Validated when the scheduler is made (one ConfigError lists every problem). */
   schedules: readonly ScheduleConfig[];
   /** Tasks that schedules name by string (`app.tasks`). Default: none. */
-  tasks?: TaskLookup;
+  tasks?: TaskLookup | undefined;
   /** The app's queues, to check each schedule's queue when it is declared. Default: checked at each send. */
-  queues?: readonly string[];
+  queues?: readonly string[] | undefined;
   /**
    * Longest time between passes, in milliseconds. The loop wakes sooner when a slot falls due sooner, so this
    * bounds the delay only after a failure, a busy schedule or a pause/resume done elsewhere. Default 1000.
    */
-  checkIntervalMs?: number;
+  checkIntervalMs?: number | undefined;
   /** Where failures and catch-ups are logged. Default: a pino logger named `horsies`. */
-  logger?: Logger;
+  logger?: Logger | undefined;
   /** Source of `now`. Default: the database clock, read once per pass. */
-  clock?: Clock;
+  clock?: Clock | undefined;
   /**
    * @internal Called inside a schedule's transaction after its slot tasks are inserted and before its state row
    * is updated (crash tests pause a scheduler process here).
    */
-  beforeStateUpdate?: (schedule: string, slots: readonly Date[]) => Promise<void>;
+  beforeStateUpdate?: ((schedule: string, slots: readonly Date[]) => Promise<void>) | undefined;
 }
 
 /** One task a pass sent. */

@@ -16,11 +16,11 @@ import { isValidTimeZone } from './zonedTime.js';
 /** The options the scheduler passes to a task's send. `Q` is the app's queue names. */
 export interface ScheduledSendOptions<Q extends string = string> {
   /** The slot's derived task id (absent for a run triggered by hand: a generated id). */
-  id?: string;
-  queue?: Q;
-  priority?: number;
+  id?: string | undefined;
+  queue?: Q | undefined;
+  priority?: number | undefined;
   /** The slot the task stands for (absent for a run triggered by hand: the insert's time). */
-  sentAt?: Date;
+  sentAt?: Date | undefined;
   /** The scheduler's transaction, which also updates the schedule's state. */
   tx: Queryable;
 }
@@ -54,22 +54,22 @@ export interface ScheduleConfig<Q extends string = string> {
    */
   input?: unknown;
   /** Queue of the runs. Default: the task's queue. */
-  queue?: Q;
+  queue?: Q | undefined;
   /** Priority of the runs, 1-100. Default: the task's priority. */
-  priority?: number;
+  priority?: number | undefined;
   /** A disabled schedule sends nothing; enabling it again starts at its next slot. Default true. */
-  enabled?: boolean;
+  enabled?: boolean | undefined;
   /** IANA time zone of the pattern's local times (`Europe/Berlin`). Default `UTC`. */
-  timezone?: string;
+  timezone?: string | undefined;
   /** When it fires. */
   pattern: SchedulePattern;
   /**
    * After downtime, send every missed slot (oldest first, at most `maxCatchUpRuns`, the latest ones) instead of
    * only the latest. Default false.
    */
-  catchUp?: boolean;
+  catchUp?: boolean | undefined;
   /** Most missed slots one catch-up sends. Default 100. */
-  maxCatchUpRuns?: number;
+  maxCatchUpRuns?: number | undefined;
 }
 
 /** A validated schedule with its task resolved and its slots computable. */
@@ -145,9 +145,9 @@ const scheduleSchema = z.strictObject({
 /** Extra checks a caller can ask of {@link declareSchedules}. */
 export interface DeclareOptions {
   /** Tasks that schedules name by string. */
-  tasks?: TaskLookup;
+  tasks?: TaskLookup | undefined;
   /** The app's queues: a schedule's queue must be one of them. Default: not checked until a send. */
-  queues?: readonly string[];
+  queues?: readonly string[] | undefined;
 }
 
 /**

@@ -30,17 +30,17 @@ export type Weekday = (typeof WEEKDAYS)[number];
  */
 export interface IntervalPattern {
   kind: 'interval';
-  seconds?: number;
-  minutes?: number;
-  hours?: number;
-  days?: number;
+  seconds?: number | undefined;
+  minutes?: number | undefined;
+  hours?: number | undefined;
+  days?: number | undefined;
 }
 
 /** Every hour of local time at `minute` (and `second`, default 0). */
 export interface HourlyPattern {
   kind: 'hourly';
   minute: number;
-  second?: number;
+  second?: number | undefined;
 }
 
 /** Every day at local time `at` (`HH:MM` or `HH:MM:SS`, 24-hour). */

@@ -11,9 +11,9 @@ import type { WorkerIdentity } from '../db/tasks.js';
 /** Configuration of a worker. Every field is optional. */
 export interface WorkerConfig {
   /** Queues to claim from. Default: every queue of the app. */
-  queues?: string[];
+  queues?: string[] | undefined;
   /** Most handlers running at once (with `prefetch` 0, also the most tasks held). Default 10. */
-  concurrency?: number;
+  concurrency?: number | undefined;
   /**
    * Claimed tasks held ready beyond `concurrency`, so a freed slot starts the next task without a claim round
    * trip. They stay CLAIMED (protected by the lease and claimer heartbeats); if the worker dies they are
@@ -21,7 +21,7 @@ export interface WorkerConfig {
    * as the worker expects to start within `prefetchWindowMs` at the rate its runs have been ending (none for long
    * tasks, hundreds for very short ones), at most the larger of 490 and ten times `concurrency`.
    */
-  prefetch?: number | 'auto';
+  prefetch?: number | 'auto' | undefined;
   /**
    * Start prefetched tasks in the claim that takes them: one row update writes them RUNNING (attempt counted,
    * `started_at` the claim's time), and each waits here for a free handler slot, so that a run follows the one
@@ -31,9 +31,9 @@ export interface WorkerConfig {
    * running task does, where a claimed one goes back to PENDING untouched. Not for queues under a cap or a rate
    * limit, whose tasks start only into free slots. Default false (true with `throughput: 'high'`).
    */
-  startPrefetched?: boolean;
+  startPrefetched?: boolean | undefined;
   /** With `prefetch: 'auto'`: how far ahead, in time, the worker claims. Default 20 ms. */
-  prefetchWindowMs?: number;
+  prefetchWindowMs?: number | undefined;
   /**
    * `default`: the worker claims only what it has free slots for, so every task waits in the table where any
    * worker can take it, and a crash strands nothing that has not started. `high`: for many short tasks, the
@@ -42,13 +42,13 @@ export interface WorkerConfig {
    * counts a crashed attempt for those started ahead, as for running ones. Explicit `prefetch`,
    * `startPrefetched` and `maxClaimBatch` win over either. See docs/benchmarks.md.
    */
-  throughput?: 'default' | 'high';
+  throughput?: 'default' | 'high' | undefined;
   /**
    * A task claimed ahead (`prefetch`) that has found no free slot within this time goes back to PENDING, where
    * any worker can take it, and this worker claims nothing ahead again until one of its runs ends: a worker whose
    * slots are all held by long runs does not keep what others could run. 0: never. Default 5,000 ms.
    */
-  prefetchHoldMs?: number;
+  prefetchHoldMs?: number | undefined;
   /**
    * While idle, register free slots where a single `send()` finds them: the send then inserts its task claimed and
    * started for this worker and tells it directly, and the task starts without the claim's round trip (about a
@@ -57,22 +57,22 @@ export interface WorkerConfig {
    * worker that dies holding handed tasks leaves them as a crash does (the reaper recovers them, a crashed
    * attempt each). Default false (true with `throughput: 'high'`). See docs/state-machine.md.
    */
-  handoff?: boolean;
+  handoff?: boolean | undefined;
   /** Most tasks claimed in one statement. Default: `concurrency + prefetch` (at most 500 with `throughput: 'high'`). */
-  maxClaimBatch?: number;
+  maxClaimBatch?: number | undefined;
   /**
    * Most tasks this worker holds at once, claimed or running (runs that ended, with their outcomes waiting to be
    * written, not counted: see `completionBatchSize`). Default: `concurrency + prefetch`.
    */
-  maxClaimPerWorker?: number;
+  maxClaimPerWorker?: number | undefined;
   /** Claim pass without a notification, at least this often. Default 2,000 ms. */
-  pollIntervalMs?: number;
+  pollIntervalMs?: number | undefined;
   /** Claim lease: how long a claim is protected before heartbeats renew it. Default 60,000 ms. */
-  claimLeaseMs?: number;
+  claimLeaseMs?: number | undefined;
   /** Claimer heartbeats stop renewing a claim older than this. Default 600,000 ms. */
-  maxClaimAgeMs?: number;
+  maxClaimAgeMs?: number | undefined;
   /** How often the worker writes a snapshot to `horsies_worker_states`; 0 turns it off. Default 5,000 ms. */
-  snapshotIntervalMs?: number;
+  snapshotIntervalMs?: number | undefined;
   /**
    * Make every start wait for its WAL flush (a synchronous commit), as outcomes always do. Default false: a
    * start commits without waiting, which saves a disk flush per batch of starts; a server crash within a fraction
@@ -80,13 +80,13 @@ export interface WorkerConfig {
    * worker's next heartbeat finds it not RUNNING and stops the handler; nothing is written on the lost claim).
    * Claims never wait for the flush: a lost claim only leaves the task PENDING.
    */
-  synchronousStarts?: boolean;
+  synchronousStarts?: boolean | undefined;
   /**
    * Most finished tasks written in one statement. Default 500. Also how many runs may end while their outcomes
    * wait to be written (at least `maxClaimPerWorker`): the worker keeps claiming until that many wait, so that a
    * busy worker writes its outcomes in large batches, and a write that lags stops its claims.
    */
-  completionBatchSize?: number;
+  completionBatchSize?: number | undefined;
   /**
    * How long a write of outcomes waits for more to join it when outcomes arrived during the write before it (a
    * busy worker; an idle one writes an outcome at once). Fewer, larger finish statements cost the database less
@@ -94,43 +94,43 @@ export interface WorkerConfig {
    * outcomes wait, for the outcome of a task under a cap or a group limit (it holds room until written), nor by
    * `stop()`. 0: never wait. Default 2 ms.
    */
-  completionDelayMs?: number;
+  completionDelayMs?: number | undefined;
   /** How long `stop()` waits for running handlers before stopping them. Default 30,000 ms. */
-  drainTimeoutMs?: number;
+  drainTimeoutMs?: number | undefined;
   /**
    * How long a stopped handler (timeout, cancel, shutdown) gets to return after its AbortSignal fires; after
    * that it is left behind and its outcome written without it. Default 5,000 ms.
    */
-  abortGraceMs?: number;
+  abortGraceMs?: number | undefined;
   /** Campaign for the maintenance leadership (reaper, expiry, retention) in this worker. Default true. */
-  maintenance?: boolean;
+  maintenance?: boolean | undefined;
   /** Worker id recorded on claims and attempts. Default: `<host>:<pid>:<random>`. */
-  workerId?: string;
+  workerId?: string | undefined;
   /**
    * The module that exports the app (a path or file URL; `import.meta.url` of the module that creates it), for
    * the threads of blocking tasks. `horsies worker <module>` sets it. Required when the app has blocking tasks.
    */
-  appModule?: string | URL;
+  appModule?: string | URL | undefined;
   /** The export of `appModule` holding the app, if not `default` or `app`. */
-  appExport?: string;
+  appExport?: string | undefined;
   /** Threads for blocking tasks. Default: min(concurrency, available cores). */
-  blockingThreads?: number;
+  blockingThreads?: number | undefined;
   /**
    * How long `start()` keeps retrying, with backoff, a database that refuses connections or is starting up,
    * before it fails with `DatabaseUnavailableError`. Only the start waits: once running, a worker reconnects for
    * as long as it takes. Default 30,000 ms.
    */
-  startupTimeoutMs?: number;
+  startupTimeoutMs?: number | undefined;
   /**
    * Apply pending migrations at start instead of failing with `SchemaNotMigratedError` when the schema is
    * behind. Default false.
    */
-  migrate?: boolean;
+  migrate?: boolean | undefined;
   /**
    * The time maintenance compares with (staleness, expiry, retention). Default: the database clock. Tests
    * inject a `ManualClock` to move time without waiting.
    */
-  clock?: Clock;
+  clock?: Clock | undefined;
 }
 
 const workerConfigSchema = z.strictObject({

@@ -52,7 +52,7 @@ export interface SubworkflowNodeOptions<P> extends Pick<
   'id' | 'waitsFor' | 'join' | 'allowFailedDeps'
 > {
   /** The child workflow's parameters: static values, references, or a mix (none for a workflow without). */
-  input?: Wired<P>;
+  input?: Wired<P> | undefined;
 }
 
 /** The result of a workflow without an output node: each terminal node's outcome, by node id. */
@@ -61,9 +61,9 @@ export type TerminalResults = Record<string, TaskResult<unknown>>;
 /** Options of {@link workflow}. */
 export interface WorkflowOptions<S extends StandardSchemaV1 | undefined> {
   /** Schema of the start parameters (checked at start); nodes read them through `wf.params`. */
-  params?: S;
+  params?: S | undefined;
   /** `fail` (default): a failed node fails the workflow at its end, other branches go on. `pause`: it pauses. */
-  onError?: 'fail' | 'pause';
+  onError?: 'fail' | 'pause' | undefined;
 }
 
 type ParamsOf<S> = S extends StandardSchemaV1 ? StandardSchemaV1.InferInput<S> : undefined;
@@ -71,9 +71,9 @@ type ParamsOf<S> = S extends StandardSchemaV1 ? StandardSchemaV1.InferInput<S> :
 /** Options of one start. */
 export interface StartOptions {
   /** Explicit workflow id (at most 36 characters): a second start with the same id returns the first workflow. */
-  id?: string;
+  id?: string | undefined;
   /** Run the start inside the caller's transaction: if it rolls back, the workflow never existed. */
-  tx?: Queryable;
+  tx?: Queryable | undefined;
 }
 
 /** Starts a workflow definition: `workflow(app, name, options)`, then nodes, then `build()`. */
@@ -136,7 +136,7 @@ export class WorkflowBuilder<S extends StandardSchemaV1 | undefined> {
    * problem.
    */
   build<O = TerminalResults>(
-    options: { output?: WorkflowNode<O>; successPolicy?: SuccessPolicy } = {},
+    options: { output?: WorkflowNode<O> | undefined; successPolicy?: SuccessPolicy | undefined } = {},
   ): WorkflowDefinition<ParamsOf<S>, O> {
     const spec = compile(this.host, this.name, this.nodes, {
       onError: this.options.onError ?? 'fail',

@@ -67,7 +67,7 @@ export class WorkflowHandle<O> {
    * outcomes), or an error (`WORKFLOW_FAILED` naming the node, `WORKFLOW_SUCCESS_CASE_NOT_MET`,
    * `WORKFLOW_NOT_FOUND`, `WAIT_TIMEOUT` after `timeoutMs`). Never throws for an outcome.
    */
-  result(options: { timeoutMs?: number } = {}): Promise<TaskResult<O>> {
+  result(options: { timeoutMs?: number | undefined } = {}): Promise<TaskResult<O>> {
     return this.host.waitForWorkflow<O>(this.id, options.timeoutMs);
   }
 
@@ -181,12 +181,12 @@ export interface WorkflowInfo {
 
 /** Which workflow runs {@link listWorkflows} returns. */
 export interface WorkflowFilter {
-  status?: WorkflowStatus;
-  name?: string;
+  status?: WorkflowStatus | undefined;
+  name?: string | undefined;
   /** Most runs returned (1–1000). Default 50. */
-  limit?: number;
+  limit?: number | undefined;
   /** Runs sent before this one (a cursor: the last run of the previous page). */
-  before?: Pick<WorkflowInfo, 'id' | 'sentAt'>;
+  before?: Pick<WorkflowInfo, 'id' | 'sentAt'> | undefined;
 }
 
 /** Workflow runs, newest first (see {@link WorkflowFilter}). */

@@ -42,30 +42,30 @@ export interface NodeOptions<I> {
   /** The task's input: static values, references to upstream results or parameters, or a mix. */
   input: Wired<I>;
   /** The node's id in the workflow (unique). Default: the task's name, then `name#2`, `name#3`... */
-  id?: string;
+  id?: string | undefined;
   /**
    * Nodes (or node ids) that must end first. Default: the nodes its input reads from. When given, it must
    * include every node the input reads from.
    */
-  waitsFor?: ReadonlyArray<AnyNode | string>;
+  waitsFor?: ReadonlyArray<AnyNode | string> | undefined;
   /** Queue of the node's task. Default: the task's queue. */
-  queue?: string;
+  queue?: string | undefined;
   /** 1–100, lower runs first. Default: the task's priority. */
-  priority?: number;
+  priority?: number | undefined;
   /** The node's task expires if it has not started by then. */
-  goodUntil?: Date;
+  goodUntil?: Date | undefined;
   /** Overrides of the task's retry policy for this node. */
-  retry?: RetryPolicy;
+  retry?: RetryPolicy | undefined;
   /**
    * `all` (default): ready once every dependency ended; skipped if one failed or was skipped. `any`: ready at the
    * first completed dependency. `{ quorum: n }`: ready at n completed dependencies.
    */
-  join?: NodeJoin;
+  join?: NodeJoin | undefined;
   /**
    * With `all`: run even when dependencies failed or were skipped. The input then reads upstream outcomes
    * (`node.outcome`, a `TaskResult`), not results.
    */
-  allowFailedDeps?: boolean;
+  allowFailedDeps?: boolean | undefined;
 }
 
 /** A node of a workflow being built; `R` is its result type (its task's, or its child workflow's). */
@@ -97,5 +97,5 @@ export interface SuccessPolicy {
   /** The workflow succeeds if every node of one case COMPLETED. */
   cases: ReadonlyArray<ReadonlyArray<AnyNode>>;
   /** Nodes whose failure never fails the workflow nor names its error. */
-  optional?: ReadonlyArray<AnyNode>;
+  optional?: ReadonlyArray<AnyNode> | undefined;
 }
