@@ -16,6 +16,7 @@ import type { HeartbeatRole } from '../db/liveness.js';
 import type { ClaimedTaskRow, OwnedTask, TaskStartRow } from '../db/tasks.js';
 import type { ClaimStrategies, ClaimStrategy, PrefetchedStart } from './claim/ClaimStrategy.js';
 import type { Executor } from './Executor.js';
+import { TestSignal } from './TestSignal.js';
 
 /** Tasks a claim started in the same round trip (`TaskClaimAndStart`), with the slots reserved for them. */
 export interface StartedWithClaim {
@@ -83,6 +84,10 @@ export class Dispatcher {
   private holdTimer: NodeJS.Timeout | null = null;
   /** Claimed tasks were handed back for want of a slot: claim nothing ahead until a run ends. */
   private heldBack = false;
+  readonly signals = {
+    /** Tasks wait for a slot, but none may be handed back (a rate limiter or a soft cap holds them): no hold timer. */
+    holdNotArmed: new TestSignal(),
+  };
 
   constructor(
     private readonly executor: Executor,
@@ -368,7 +373,10 @@ export class Dispatcher {
     for (const task of this.waiting) {
       if (this.mayHandBack(task)) oldest = Math.min(oldest, this.held.get(task.id)?.since ?? Date.now());
     }
-    if (oldest === Infinity) return;
+    if (oldest === Infinity) {
+      if (this.waiting.length > 0) this.signals.holdNotArmed.fire();
+      return;
+    }
     this.holdTimer = setTimeout(
       () => {
         this.holdTimer = null;
@@ -461,12 +469,14 @@ export class Dispatcher {
     if (waitsFor === 'room') {
       if (started.length > 0) this.capRetryMs = 0;
       for (const queue of new Set(deferred.map((t) => t.queue_name))) this.waitForCapRoom(queue);
-      return;
+    } else {
+      const at = retryAt?.getTime() ?? Date.now() + this.options.retryMs;
+      for (const task of deferred) this.notBefore.set(task.id, at);
+      const timer = setTimeout(() => this.scheduleDispatch(), Math.max(1, at - Date.now()));
+      timer.unref?.();
     }
-    const at = retryAt?.getTime() ?? Date.now() + this.options.retryMs;
-    for (const task of deferred) this.notBefore.set(task.id, at);
-    const timer = setTimeout(() => this.scheduleDispatch(), Math.max(1, at - Date.now()));
-    timer.unref?.();
+    // What waits for room or a window is not timed for the hold (see mayHandBack).
+    this.armHold();
   }
 
   // Tasks grouped by their queue's strategy, in the order of their first task.

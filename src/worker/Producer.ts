@@ -8,6 +8,18 @@ import type { ClaimAndStartRow, ClaimedTaskRow, WorkerIdentity } from '../db/tas
 import type { ClaimStrategies, ClaimStrategy } from './claim/ClaimStrategy.js';
 import type { StartedWithClaim } from './Dispatcher.js';
 import type { Handoff } from './Handoff.js';
+import { TestSignal } from './TestSignal.js';
+
+/** Points of the producer a test can wait for (see TestSignal). */
+export interface ProducerSignals {
+  /** Woken, the loop made no claim pass: the worker had no free slot. */
+  noRoom: TestSignal;
+  /** Every queue ran dry, and the worker registered no slots for hand-offs: it does not take them. */
+  noHandoff: TestSignal;
+  /** Room may have opened under the caps (a task_done heard, a task released here, a poll). */
+  roomMayHaveOpened: TestSignal;
+}
+
 /** Settings of a {@link Producer}. */
 export interface ProducerOptions {
   /** In the order to serve them: highest priority first. */
@@ -64,6 +76,11 @@ export class Producer {
   private moreLikely = true;
   private failures = 0;
   private readonly timers = new Set<NodeJS.Timeout>();
+  readonly signals: ProducerSignals = {
+    noRoom: new TestSignal(),
+    noHandoff: new TestSignal(),
+    roomMayHaveOpened: new TestSignal(),
+  };
 
   constructor(
     private readonly options: ProducerOptions,
@@ -133,7 +150,8 @@ export class Producer {
   // starts, a rate limit or a group limit times them) may hand their tasks straight to this worker. With `renew`,
   // only a registration still out is renewed (a claim pass took it back: that pass registers if it finds nothing).
   private async offerIdleSlots(taskNames: string[], renew = false): Promise<void> {
-    if (this.handoff === null || !this.running) return;
+    if (this.handoff === null) return this.signals.noHandoff.fire();
+    if (!this.running) return;
     const queues = this.options.queues.filter((q) => this.strategies.of(q).kind === 'plain');
     if (queues.length > 0) await this.handoff.register(queues, taskNames, this.hooks.capacity(), renew);
   }
@@ -222,6 +240,7 @@ export class Producer {
    */
   capRoomMayHaveOpened(): void {
     for (const strategy of this.strategies.all()) strategy.roomMayHaveOpened();
+    this.signals.roomMayHaveOpened.fire();
   }
 
   /** Stops claiming; resolves when the loop has exited. Idempotent. */
@@ -240,7 +259,8 @@ export class Producer {
     while (this.running) {
       this.woken = false;
       let full = false;
-      if (this.hooks.capacity() > 0) {
+      if (this.hooks.capacity() <= 0) this.signals.noRoom.fire();
+      else {
         try {
           const requested = Math.min(this.hooks.capacity(), this.options.maxClaimBatch);
           const rows = await this.runOnce();

@@ -31,6 +31,8 @@ import type { CompleterResult } from './Completer.js';
 import { resolveWorkerConfig } from './config.js';
 import type { ResolvedWorkerConfig, WorkerConfig } from './config.js';
 import { settlesWithin } from './timing.js';
+import type { Dispatcher } from './Dispatcher.js';
+import type { ProducerSignals } from './Producer.js';
 import { WorkflowStepper } from '../workflow/step.js';
 
 export type { WorkerEvents, WorkerHost } from './assembly.js';
@@ -95,6 +97,14 @@ export class Worker extends EventEmitter<WorkerEvents> {
   /** Tasks held now that take a slot: claimed or running (at most `maxClaimPerWorker`). */
   get activeTasks(): number {
     return this.parts.dispatcher.busy;
+  }
+
+  /**
+   * Points of the claim side a test can wait for, off unless the test enables them (see TestSignal).
+   * @internal
+   */
+  get testSignals(): { producer: ProducerSignals; dispatcher: Dispatcher['signals'] } {
+    return { producer: this.parts.producer.signals, dispatcher: this.parts.dispatcher.signals };
   }
 
   /** True while this worker runs maintenance for the cluster. */

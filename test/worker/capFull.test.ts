@@ -113,12 +113,14 @@ describe('a full cap', () => {
         expect(rows).toEqual([expect.objectContaining({ room: 0, id: null })]);
         release.open();
         expect((await held.result({ timeoutMs: 5_000 })).ok).toBe(true);
-        await new Promise((resolve) => setTimeout(resolve, 500));
+        // B hears the task_done: the first sign since it started that room may have opened.
+        await b.testSignals.producer.roomMayHaveOpened.wait();
         returned.open();
       }
       return rows;
     }) as typeof appB.db.run;
     const b = createWorker(appB, { concurrency: 2, pollIntervalMs: 60_000, maintenance: false });
+    b.testSignals.producer.roomMayHaveOpened.enable();
     try {
       await b.start();
       await returned.wait;

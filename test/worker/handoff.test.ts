@@ -403,9 +403,12 @@ describe('hand-off of single sends to an idle worker', () => {
   it('registers nothing for a worker that does not take hand-offs', async () => {
     const { app } = setup('handoff_f');
     const worker = createWorker(app, { concurrency: 3, maintenance: false });
+    const declined = worker.testSignals.producer.noHandoff;
+    declined.enable();
     await worker.start();
     try {
-      await new Promise((r) => setTimeout(r, 300));
+      // Its first claim pass found the queue dry, and registered nothing.
+      await declined.wait();
       expect(await registrations(worker.id)).toEqual([]);
     } finally {
       await worker.stop();

@@ -628,6 +628,8 @@ describe('the worker', () => {
     await blocker.query('BEGIN');
     await blocker.query(`LOCK TABLE "${t.schema}".horsies_task_attempts IN SHARE MODE`);
     const worker = createWorker(app, { concurrency: 2, completionBatchSize: 4 });
+    const noRoom = worker.testSignals.producer.noRoom;
+    noRoom.enable();
     let ran = 0;
     worker.on('task:ran', () => (ran += 1));
     try {
@@ -635,15 +637,17 @@ describe('the worker', () => {
       const handles = await quick.sendMany(Array.from({ length: 30 }, (_, i) => ({ input: { i } })));
       // Two slots, and four outcomes may wait: runs go on until four wait and two more have ended.
       await eventually(async () => ran === 6);
-      // What would be claimed next would be claimed at once: give it a few polls' worth of time to show it is not.
-      await new Promise((r) => setTimeout(r, 300));
+      // A send wakes the claim loop, which claims nothing: the worker has no room.
+      noRoom.clear();
+      handles.push(await quick.send({ i: 30 }));
+      await noRoom.wait();
       expect(ran).toBe(6);
       const [counts] = await t.query<{ pending: number; running: number }>(
         `SELECT count(*) FILTER (WHERE status = 'PENDING')::int AS pending,
                 count(*) FILTER (WHERE status = 'RUNNING')::int AS running
          FROM {{schema}}.horsies_tasks WHERE task_name = 'lifecycle.unwritten'`,
       );
-      expect(counts).toEqual({ pending: 24, running: 6 });
+      expect(counts).toEqual({ pending: 25, running: 6 });
       await blocker.query('COMMIT');
       for (const h of handles)
         expect(await h.result({ timeoutMs: 10_000 })).toEqual({ ok: true, value: 'ok' });
