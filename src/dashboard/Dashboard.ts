@@ -102,7 +102,7 @@ export function createDashboard(source: DashboardSource, options: DashboardOptio
 
   const api = async (req: IncomingMessage, res: ServerResponse, path: string, url: URL): Promise<void> => {
     const method = req.method ?? 'GET';
-    const parts = path.split('/').filter(Boolean).map(decodeURIComponent);
+    const parts = path.split('/').filter(Boolean).map(decodePart);
     if (method === 'GET' || method === 'HEAD') {
       const [first, second] = parts;
       if (parts.length === 1 && first === 'config')
@@ -218,7 +218,8 @@ export function createDashboard(source: DashboardSource, options: DashboardOptio
   };
 
   const handle = (req: IncomingMessage, res: ServerResponse): void => {
-    const url = new URL(req.url ?? '/', 'http://dashboard.invalid');
+    const url = requestUrl(req.url);
+    if (url === null) return json(res, 400, { error: 'the request target is not a valid path' });
     let path = url.pathname;
     if (basePath && (path === basePath || path.startsWith(`${basePath}/`)))
       path = path.slice(basePath.length);
@@ -234,7 +235,11 @@ export function createDashboard(source: DashboardSource, options: DashboardOptio
         res.end();
         return;
       }
-      if (error instanceof BadRequest || error instanceof HorsiesError)
+      if (error instanceof BodyTooLarge) {
+        // The rest of the body is never read: the connection closes after the answer.
+        res.setHeader('connection', 'close');
+        json(res, 413, { error: error.message });
+      } else if (error instanceof BadRequest || error instanceof HorsiesError)
         json(res, 400, { error: error.message });
       // A data exception from PostgreSQL (class 22): a cursor or parameter it could not read.
       else if (/^22/.test(String((error as { code?: unknown }).code)))
@@ -277,14 +282,17 @@ function readJsonBody(req: IncomingMessage): Promise<unknown> {
   const parsed = (req as { body?: unknown }).body;
   if (parsed !== undefined) return Promise.resolve(parsed ?? {});
   if (req.readableEnded) return Promise.resolve({});
+  if (Number(req.headers['content-length']) > MAX_BODY_BYTES) return Promise.reject(new BodyTooLarge());
   return new Promise((resolve, reject) => {
     let size = 0;
     const chunks: Buffer[] = [];
     req.on('data', (chunk: Buffer) => {
       size += chunk.length;
       if (size > MAX_BODY_BYTES) {
-        reject(new BadRequest('request body too large'));
-        req.destroy();
+        // Stop reading, but keep the socket: the 413 goes out on it (see done()).
+        req.removeAllListeners('data');
+        req.pause();
+        reject(new BodyTooLarge());
         return;
       }
       chunks.push(chunk);
@@ -300,6 +308,35 @@ function readJsonBody(req: IncomingMessage): Promise<unknown> {
       }
     });
   });
+}
+
+/** A request body over {@link MAX_BODY_BYTES}: answered 413, without reading the rest. */
+class BodyTooLarge extends Error {
+  constructor() {
+    super(`request body too large (at most ${MAX_BODY_BYTES} bytes)`);
+  }
+}
+
+/**
+ * The request's URL, or null when its target is not one. A target that starts with '/' is read as a path: as a
+ * reference, `//x/...` would name a host, and `//` alone is no URL at all (new URL would throw).
+ */
+function requestUrl(target: string | undefined): URL | null {
+  const raw = target ?? '/';
+  try {
+    return new URL(raw.startsWith('/') ? `http://dashboard.invalid${raw}` : raw, 'http://dashboard.invalid');
+  } catch {
+    return null;
+  }
+}
+
+/** One segment of an API path, percent-decoded; bad escapes (`%zz`, invalid UTF-8) are the client's error. */
+function decodePart(part: string): string {
+  try {
+    return decodeURIComponent(part);
+  } catch {
+    throw new BadRequest('the path has a bad percent-escape');
+  }
 }
 
 function optionalString(url: URL, name: string): string | null {

@@ -45,7 +45,14 @@ export function serveStatic(req: IncomingMessage, res: ServerResponse, path: str
     return;
   }
   const root = resolve(uiDir ?? defaultUiDir());
-  let relative = normalize(decodeURIComponent(path)).replace(/^([/\\])+/, '');
+  let decoded: string;
+  try {
+    decoded = decodeURIComponent(path);
+  } catch {
+    res.writeHead(400, { 'content-type': 'text/plain' }).end('bad percent-escape in the path');
+    return;
+  }
+  let relative = normalize(decoded).replace(/^([/\\])+/, '');
   if (relative === '' || relative === '.') relative = 'index.html';
   let file = resolve(root, relative);
   if (file !== root && !file.startsWith(root + sep)) {
