@@ -96,6 +96,8 @@ function version(): string {
 export async function open(env: WorkflowPeerEnv): Promise<WorkflowPeerOpen> {
   const { databaseUrl, sizes } = env;
   const pool = new pg.Pool({ connectionString: databaseUrl, max: 2 });
+  // An idle client's connection closed by the server (its stop at the end of the run) is not a failure here.
+  pool.on('error', () => undefined);
   await pool.query(`DROP SCHEMA IF EXISTS ${SCHEMA} CASCADE`);
   register(databaseUrl);
   await DBOS.launch();
