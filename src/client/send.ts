@@ -22,7 +22,7 @@ export interface SendCallOptions {
    * Run the insert on this connection, inside the caller's transaction: if it rolls back, no task exists. A send
    * that throws (a payload mismatch, say) may have inserted its other items into that transaction: roll it back.
    */
-  tx?: Queryable;
+  tx?: Queryable | undefined;
 }
 
 /** What the send path needs to know about the task being sent. */

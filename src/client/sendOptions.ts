@@ -10,30 +10,30 @@ import { isStorableDate, isStorableText } from '../types.js';
 /** Options of one send. `Q` is the app's queue names (see `createApp`). */
 export interface SendOptions<Q extends string = string> {
   /** Run no sooner than this many milliseconds from now (database clock); at most 2^31 - 1 (about 24.8 days). */
-  delayMs?: number;
+  delayMs?: number | undefined;
   /** Run no sooner than this time. Exclusive with `delayMs`. */
-  runAt?: Date;
+  runAt?: Date | undefined;
   /** Deadline: if the task has not started by then, it expires and never runs. */
-  goodUntil?: Date;
+  goodUntil?: Date | undefined;
   /** 1–100, lower runs first. Default: the task's priority. */
-  priority?: number;
+  priority?: number | undefined;
   /** Queue to send to. Default: the task's queue. Must be one of the app's queues. */
-  queue?: Q;
+  queue?: Q | undefined;
   /** Explicit task id (at most 36 characters). Sending the same id again with the same input returns that task. */
-  id?: string;
+  id?: string | undefined;
   /** Idempotency key (at most 255 characters): like `id`, but the task still gets a generated id. */
-  idempotencyKey?: string;
+  idempotencyKey?: string | undefined;
   /**
    * The group the task belongs to, for example a tenant id (1 to 255 characters): queues can limit how many tasks
    * of one group run at once and take groups in turn (see docs/capacity.md). Default: no group.
    */
-  group?: string;
+  group?: string | undefined;
   /**
    * Deduplication: while a task of this name holds `key` (see {@link DedupeOptions.scope}), this send stores
    * nothing and returns a handle to that task, with `deduplicated: true`. Exact under concurrent senders.
    * Not with `id`, `idempotencyKey` or `debounce`. See docs/capacity.md.
    */
-  dedupe?: DedupeOptions;
+  dedupe?: DedupeOptions | undefined;
   /**
    * Debounce: while a task of this name sent with the same debounce `key` is still PENDING (never claimed), this
    * send replaces that task's input with its own and moves its start to `delayMs` from now, and returns a handle
@@ -41,12 +41,12 @@ export interface SendOptions<Q extends string = string> {
    * closer together than `delayMs` runs once, with the last input. Not with `id`, `idempotencyKey`, `dedupe`,
    * `delayMs` or `runAt`. See docs/capacity.md.
    */
-  debounce?: DebounceOptions;
+  debounce?: DebounceOptions | undefined;
   /**
    * The time recorded as the task's `sent_at`. Default: the database's `now()` at the insert. The scheduler sets
    * it to the slot a task stands for, which may be earlier than the insert.
    */
-  sentAt?: Date;
+  sentAt?: Date | undefined;
 }
 
 /**
@@ -60,9 +60,9 @@ export interface DedupeOptions {
   /** 1 to 255 characters; keys are per task name. */
   key: string;
   /** Default `pending`. */
-  scope?: DedupeScope;
+  scope?: DedupeScope | undefined;
   /** With scope `finished` (and only then): how long after its end the task still holds the key, in ms (> 0). */
-  windowMs?: number;
+  windowMs?: number | undefined;
 }
 
 /** See {@link SendOptions.debounce}. */

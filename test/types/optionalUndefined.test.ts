@@ -125,7 +125,7 @@ describe('at run time, undefined is a key left out', () => {
     expect(createScheduler(app, undefinedFor('CreateSchedulerOptions')).checkIntervalMs).toBe(1000);
   });
 
-  it('workflows, their nodes, starts and filters; reads of tasks and their handles', async () => {
+  it('workflows, their nodes, starts and filters; sends; reads of tasks and their handles', async () => {
     const app = t.app();
     const double = app.task({
       name: 'double',
@@ -144,7 +144,16 @@ describe('at run time, undefined is a key left out', () => {
       expect.objectContaining({ id: handle.id }),
     );
 
-    const sent = await double.send({ n: 2 });
+    const sent = await double.send(
+      { n: 2 },
+      { ...undefinedFor('SendOptions'), ...undefinedFor('SendCallOptions') },
+    );
+    await double.sendMany([{ input: { n: 3 }, ...undefinedFor('SendManyItem', ['input']) }]);
+    const deduped = await double.send(
+      { n: 4 },
+      { dedupe: { key: 'once', ...undefinedFor('DedupeOptions', ['key']) } },
+    );
+    expect((await double.send({ n: 4 }, { dedupe: { key: 'once' } })).id).toBe(deduped.id);
     expect(await app.getTask(sent.id, undefinedFor('GetTaskOptions'))).toMatchObject({ id: sent.id });
     expect(await sent.info(undefinedFor('InfoOptions'))).toMatchObject({ id: sent.id });
     const listed = await app.listTasks(undefinedFor('TaskFilter'), undefinedFor('ListTasksPage'));

@@ -10,7 +10,9 @@ import type {
   AppConfig,
   CreateSchedulerOptions,
   DashboardOptions,
+  DebounceOptions,
   DeclareOptions,
+  DedupeOptions,
   EmbeddedServerOptions,
   HourlyPattern,
   IntervalPattern,
@@ -22,6 +24,9 @@ import type {
   RetryPolicy,
   ScheduleConfig,
   SchedulerConfig,
+  SendCallOptions,
+  SendManyItem,
+  SendOptions,
   StartOptions,
   SubworkflowNodeOptions,
   SuccessPolicy,
@@ -58,6 +63,11 @@ export interface PublicOptions {
   TaskConfig: TaskConfig<StandardSchemaV1, unknown, string, string>;
   TransactionOptions: TransactionOptions;
   TaskFilter: TaskFilter;
+  SendOptions: SendOptions;
+  SendCallOptions: SendCallOptions;
+  SendManyItem: SendManyItem<unknown>;
+  DedupeOptions: DedupeOptions;
+  DebounceOptions: DebounceOptions;
   WorkerConfig: WorkerConfig;
   DashboardOptions: DashboardOptions;
   MetricsServerOptions: MetricsServerOptions;
@@ -92,6 +102,11 @@ export type Checked = [
   None<RefusesUndefined<PublicOptions['TaskConfig']>>,
   None<RefusesUndefined<PublicOptions['TransactionOptions']>>,
   None<RefusesUndefined<PublicOptions['TaskFilter']>>,
+  None<RefusesUndefined<PublicOptions['SendOptions']>>,
+  None<RefusesUndefined<PublicOptions['SendCallOptions']>>,
+  None<RefusesUndefined<PublicOptions['SendManyItem']>>,
+  None<RefusesUndefined<PublicOptions['DedupeOptions']>>,
+  None<RefusesUndefined<PublicOptions['DebounceOptions']>>,
   None<RefusesUndefined<PublicOptions['WorkerConfig']>>,
   None<RefusesUndefined<PublicOptions['DashboardOptions']>>,
   None<RefusesUndefined<PublicOptions['MetricsServerOptions']>>,
