@@ -11,6 +11,7 @@ import { ConfigError } from '../errors.js';
 import type { ConfigProblem } from '../errors.js';
 import { cronProblem, intervalMs, slotRule, TIME_OF_DAY, WEEKDAYS } from './patterns.js';
 import type { SchedulePattern, SlotRule } from './patterns.js';
+import { isStorableText } from '../types.js';
 import { isValidTimeZone } from './zonedTime.js';
 
 /** The options the scheduler passes to a task's send. `Q` is the app's queue names. */
@@ -91,6 +92,8 @@ export interface Schedule {
 }
 
 const count = z.number().int().min(0);
+/** Longest interval: 100 years of 365.25 days. */
+const MAX_INTERVAL_MS = 100 * 365.25 * 86_400_000;
 const at = z.string().regex(TIME_OF_DAY, 'must be a time of day, HH:MM or HH:MM:SS (24-hour)');
 
 const patternSchema = z.discriminatedUnion('kind', [
@@ -102,7 +105,9 @@ const patternSchema = z.discriminatedUnion('kind', [
       hours: count.optional(),
       days: count.optional(),
     })
-    .refine((p) => intervalMs(p) >= 1000, 'must add up to at least one second'),
+    .refine((p) => intervalMs(p) >= 1000, 'must add up to at least one second')
+    // Past this, slots fall beyond the dates JavaScript and PostgreSQL hold (2^53 days reach Invalid Date).
+    .refine((p) => intervalMs(p) <= MAX_INTERVAL_MS, 'must add up to at most 100 years'),
   z.strictObject({
     kind: z.literal('hourly'),
     minute: z.number().int().min(0).max(59),
@@ -130,7 +135,11 @@ const taskSchema = z.custom<SchedulableTask>(
 );
 
 const scheduleSchema = z.strictObject({
-  name: z.string().min(1).max(255),
+  name: z
+    .string()
+    .min(1)
+    .max(255)
+    .refine(isStorableText, 'must not hold a NUL character or a lone surrogate (it is stored as text)'),
   task: z.union([z.string().min(1), taskSchema]),
   input: z.unknown().optional(),
   queue: z.string().min(1).optional(),
