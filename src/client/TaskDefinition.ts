@@ -215,6 +215,7 @@ export class TaskDefinition<
   readonly policies: ResolvedTaskPolicies;
   private readonly target: SendTarget;
 
+  /** @internal Made by `app.task()`. */
   constructor(
     config: TaskConfig<S, R, Q, C>,
     policies: ResolvedTaskPolicies,

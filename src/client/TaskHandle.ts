@@ -15,6 +15,7 @@ export interface HandleHost {
  * declares and the built-in ones).
  */
 export class TaskHandle<R, C extends string = string> {
+  /** @internal Returned by a task definition's `send()`. */
   constructor(
     private readonly host: HandleHost,
     /** The task's id. */

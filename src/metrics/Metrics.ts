@@ -93,6 +93,7 @@ export class HorsiesMetrics {
   private readonly vacuums: Counter;
   private readonly vacuumSeconds: Counter;
 
+  /** @internal Made by the app, from its `metrics` option. */
   constructor(options: MetricsOptions) {
     this.registry = options.registry ?? new Registry();
     this.queues = new Set(options.queues);

@@ -172,6 +172,7 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
   private stopped = true;
   private restart = false;
 
+  /** @internal Made by {@link createScheduler}, which passes the app's database and declared schedules. */
   constructor(
     private readonly db: Database,
     private readonly config: SchedulerConfig,

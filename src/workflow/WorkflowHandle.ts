@@ -45,6 +45,7 @@ export interface WorkflowNodeInfo {
 
 /** See the module comment. `O` is the workflow's result type. */
 export class WorkflowHandle<O> {
+  /** @internal Returned by a workflow's `start()`, or by `app.getWorkflow()`. */
   constructor(
     private readonly host: WorkflowHandleHost,
     /** The workflow's id. */
