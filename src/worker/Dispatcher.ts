@@ -87,6 +87,8 @@ export class Dispatcher {
   readonly signals = {
     /** Tasks wait for a slot, but none may be handed back (a rate limiter or a soft cap holds them): no hold timer. */
     holdNotArmed: new TestSignal(),
+    /** A soft cap had no room for a start: it is tried again in this many ms, unless room opens first. */
+    capRetry: new TestSignal<number>(),
   };
 
   constructor(
@@ -504,6 +506,7 @@ export class Dispatcher {
       this.scheduleDispatch();
     }, this.capRetryMs);
     this.capRetryTimer.unref?.();
+    this.signals.capRetry.fire(this.capRetryMs);
   }
 
   private unblockCapped(): void {

@@ -11,6 +11,7 @@ import type { App } from '../../src/client/App.js';
 import { TaskStartWithinCap } from '../../src/db/capacity.js';
 import { TaskError } from '../../src/errors.js';
 import { createWorker } from '../../src/worker/Worker.js';
+import type { Worker } from '../../src/worker/Worker.js';
 import { trackStarts, useTestSchema, waitForEvent } from '../support/db.js';
 import { gate } from '../support/gate.js';
 
@@ -27,10 +28,21 @@ function countCapLocks(app: App): () => number {
   return () => locks;
 }
 
-// Long enough for the retries to back off to 2 s: after 1, 2, 4, ... 1,024 ms, the next comes 2,048 ms later. Within
-// the time a test then gives the deferred tasks to finish (1.5 s), only a sign that room opened can start them.
-const BACKED_OFF_MS = 2_100;
+// The retries back off to 2 s: after 1, 2, 4, ... 1,024 ms, the next comes 2,048 ms later. Within the time a test
+// then gives the deferred tasks to finish (1.5 s), only a sign that room opened can start them.
+const BACKED_OFF_MS = 2_048;
 const PROMPTLY_MS = 1_500;
+
+/** Turns on the signal of `worker`'s deferred starts under a soft cap; the result awaits a retry BACKED_OFF_MS away. */
+function backingOff(worker: Worker): () => Promise<void> {
+  const retries = worker.testSignals.dispatcher.capRetry;
+  retries.enable();
+  return async () => {
+    // Doubling from 1 ms, it gets there at the twelfth try; retried at once, it never would.
+    for (let n = 0; n < 16; n += 1) if ((await retries.wait(10_000)) >= BACKED_OFF_MS) return;
+    throw new Error(`no retry backed off to ${BACKED_OFF_MS} ms`);
+  };
+}
 
 /**
  * A capped app (cluster cap 1, soft, buffer 2) with a long task that holds the cap until `release` opens. With
@@ -70,14 +82,15 @@ describe('soft cap: deferred starts', () => {
       maintenance: false,
     });
     const starts = trackStarts(worker);
+    const backedOff = backingOff(worker);
     await worker.start();
     try {
       await starts((await long.send({})).id);
       const claimed = waitForEvent(worker, 'task:claimed', (ids) => ids.length === 2);
+      const locks = countCapLocks(app);
       const handles = await quick.sendMany([0, 1].map((i) => ({ input: { i } })));
       await claimed;
-      const locks = countCapLocks(app);
-      await new Promise((resolve) => setTimeout(resolve, BACKED_OFF_MS));
+      await backedOff();
       // The first try and retries after 1, 2, 4, ... 1,024 ms: 12. Tried again at once after each deferral, 3,489
       // on the machine of docs/benchmarks.md.
       expect(locks()).toBeLessThanOrEqual(14);
@@ -106,6 +119,7 @@ describe('soft cap: deferred starts', () => {
     const startsA = trackStarts(a);
     await a.start();
     const b = createWorker(app, { concurrency: 2, prefetch: 2, pollIntervalMs: 60_000, maintenance: false });
+    const backedOff = backingOff(b);
     try {
       const held = await long.send({});
       await startsA(held.id);
@@ -113,7 +127,7 @@ describe('soft cap: deferred starts', () => {
       await b.start();
       const handles = await quick.sendMany([0, 1].map((i) => ({ input: { i } })));
       await claimed;
-      await new Promise((resolve) => setTimeout(resolve, BACKED_OFF_MS));
+      await backedOff();
       release.open();
       // A writes the outcome, or the retry: B learns of the room from the task_done it sends.
       for (const [i, h] of handles.entries())
@@ -152,6 +166,7 @@ describe('soft cap: deferred starts', () => {
       maintenance: false,
     });
     const starts = trackStarts(worker);
+    const backedOff = backingOff(worker);
     await worker.start();
     try {
       await starts((await long.send({})).id);
@@ -159,7 +174,7 @@ describe('soft cap: deferred starts', () => {
       const claimed = waitForEvent(worker, 'task:claimed', (ids) => ids.length === 1);
       const waiting = await quick.send({ i: 0 }, { queue: 'full_q' });
       await claimed;
-      await new Promise((resolve) => setTimeout(resolve, BACKED_OFF_MS));
+      await backedOff();
       // full_q's next try is about 2 s away; free_q has room, and its task starts without waiting for that try.
       const other = await quick.send({ i: 1 }, { queue: 'free_q' });
       expect(await other.result({ timeoutMs: PROMPTLY_MS })).toEqual({ ok: true, value: 1 });
