@@ -16,6 +16,7 @@ interface DashboardCommandOptions {
   host: string;
   port: number;
   token?: string;
+  readToken?: string | true;
   hideData?: boolean;
 }
 
@@ -44,6 +45,10 @@ export function addDashboardCommand(program: Command): void {
     .option('--host <host>', 'address to listen on (anything but loopback requires a token)', '127.0.0.1')
     .option('--port <port>', 'port to listen on', port, 7777)
     .option('--token <token>', 'enable actions for requests carrying it (default: $HORSIES_DASHBOARD_TOKEN)')
+    .option(
+      '--read-token [token]',
+      'reads need this token too; alone, the --token guards reads as well (default: $HORSIES_DASHBOARD_READ_TOKEN)',
+    )
     .option('--hide-data', 'never show task inputs and results')
     .action(async (modulePath: string | undefined, options: DashboardCommandOptions) => {
       const token = options.token ?? (process.env.HORSIES_DASHBOARD_TOKEN || undefined);
@@ -74,7 +79,11 @@ export function addDashboardCommand(program: Command): void {
         throw connectionFault(error, db.target) ?? error;
       });
       // From a module, the app itself: its declared schedules (with their patterns and zones) and their trigger.
-      const dashboard = createDashboard(app ?? db, { token, hideData: options.hideData });
+      const dashboard = createDashboard(app ?? db, {
+        token,
+        readToken: options.readToken,
+        hideData: options.hideData,
+      });
       const server = createServer(dashboard.handle);
       await new Promise<void>((resolve, reject) => {
         server.once('error', reject);
@@ -85,7 +94,7 @@ export function addDashboardCommand(program: Command): void {
       const host =
         options.host.includes(':') && !options.host.startsWith('[') ? `[${options.host}]` : options.host;
       console.log(
-        `horsies dashboard on http://${host}:${shown}/ (schema ${db.schema}, ${token ? 'actions enabled' : 'read-only'}${options.hideData ? ', inputs and results hidden' : ''})`,
+        `horsies dashboard on http://${host}:${shown}/ (schema ${db.schema}, ${token ? 'actions enabled' : 'read-only'}${dashboard.readsNeedToken ? ', reads need a token' : ''}${options.hideData ? ', inputs and results hidden' : ''})`,
       );
       const stop = (): void => {
         server.closeAllConnections();

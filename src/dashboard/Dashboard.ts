@@ -19,7 +19,7 @@ import { Database } from '../db/Database.js';
 import { HorsiesError } from '../errors.js';
 import { TASK_STATUSES } from '../types.js';
 import type { TaskStatus } from '../types.js';
-import { refuseAction } from './actionGuard.js';
+import { refuseAction, refuseRead } from './actionGuard.js';
 import type { ScheduleList, ServerConfig } from './contract.js';
 import { LiveFeed } from './LiveFeed.js';
 import type { LiveFeedOptions } from './LiveFeed.js';
@@ -34,7 +34,7 @@ import {
   readWorkers,
 } from './reads.js';
 import type { TaskTab } from './reads.js';
-import { serveStatic } from './staticFiles.js';
+import { SECURITY_HEADERS, serveStatic } from './staticFiles.js';
 import {
   WORKFLOW_ACTIONS,
   readSchedules,
@@ -54,6 +54,13 @@ export interface DashboardOptions {
    * environment; none means read-only.
    */
   token?: string | undefined;
+  /**
+   * Makes reads need a token as well: every API request (pages' data, the event stream) must carry it, or the
+   * action token, in `x-horsies-token`. `true` uses the action `token` for both. The UI's own files stay public
+   * (they hold no data); the page asks for the token. Default: `HORSIES_DASHBOARD_READ_TOKEN`; none means anyone
+   * who reaches the dashboard can read.
+   */
+  readToken?: string | true | undefined;
   /** Leave task inputs and results out of every answer. Default false. */
   hideData?: boolean | undefined;
   /**
@@ -76,6 +83,8 @@ export interface Dashboard {
   readonly live: LiveFeed;
   /** Whether actions are enabled. */
   readonly actionsEnabled: boolean;
+  /** Whether reads need a token. */
+  readonly readsNeedToken: boolean;
   /** Closes event streams and the LISTEN connection; the app's or database's pool stays open. Idempotent. */
   close(): Promise<void>;
 }
@@ -96,6 +105,17 @@ export function createDashboard(source: DashboardSource, options: DashboardOptio
   // under a millisecond; the pool is the app's.
   const db = new Database({ pool: base.pool, schema: base.schema, preparedStatements: false });
   const token = options.token ?? (process.env.HORSIES_DASHBOARD_TOKEN || undefined);
+  const readToken =
+    options.readToken === true
+      ? true
+      : options.readToken || process.env.HORSIES_DASHBOARD_READ_TOKEN || undefined;
+  if (readToken === true && !token)
+    throw new HorsiesError('CONFIG_INVALID', 'readToken: true uses the action token, and none is set');
+  // Who may read: the read token and the action token, or anyone when no read token is set.
+  const readTokens =
+    readToken === undefined
+      ? []
+      : [readToken === true ? token! : readToken, token].filter((t): t is string => Boolean(t));
   const hideData = options.hideData ?? false;
   const basePath = (options.basePath ?? '').replace(/\/+$/, '');
   const live = new LiveFeed(db, options.live);
@@ -105,8 +125,15 @@ export function createDashboard(source: DashboardSource, options: DashboardOptio
     const parts = path.split('/').filter(Boolean).map(decodePart);
     if (method === 'GET' || method === 'HEAD') {
       const [first, second] = parts;
+      // The settings hold no data: the page reads them first, to know whether to ask for a token.
       if (parts.length === 1 && first === 'config')
-        return json(res, 200, { actions: Boolean(token), hideData } satisfies ServerConfig);
+        return json(res, 200, {
+          actions: Boolean(token),
+          hideData,
+          readToken: readTokens.length > 0,
+        } satisfies ServerConfig);
+      const readRefusal = refuseRead(req, readTokens);
+      if (readRefusal) return json(res, readRefusal.status, { error: readRefusal.message });
       if (parts.length === 1 && first === 'events') return live.attach(res);
       if (parts.length === 1 && first === 'overview') return json(res, 200, await readOverview(db));
       if (parts.length === 1 && first === 'queues') return json(res, 200, await readQueues(db));
@@ -218,6 +245,7 @@ export function createDashboard(source: DashboardSource, options: DashboardOptio
   };
 
   const handle = (req: IncomingMessage, res: ServerResponse): void => {
+    for (const [name, value] of Object.entries(SECURITY_HEADERS)) res.setHeader(name, value);
     const url = requestUrl(req.url);
     if (url === null) return json(res, 400, { error: 'the request target is not a valid path' });
     let path = url.pathname;
@@ -259,6 +287,7 @@ export function createDashboard(source: DashboardSource, options: DashboardOptio
     handle,
     live,
     actionsEnabled: Boolean(token),
+    readsNeedToken: readTokens.length > 0,
     async close() {
       if (closed) return;
       closed = true;

@@ -1,4 +1,8 @@
 /**
+ * The checks a request must pass. Reads are open unless a read token is configured; then every API request
+ * (the event stream too) must carry it, or the action token, in the `x-horsies-token` header. The static files of
+ * the UI hold no data and are served to anyone.
+ *
  * The checks an action request (anything that changes rows) must pass. Actions exist only when a token is
  * configured. A request carries the token in the `x-horsies-token` header: a page of another site cannot set a
  * custom header on a cross-site request without a CORS preflight, which the dashboard never approves, and it
@@ -49,4 +53,19 @@ export function refuseAction(req: IncomingMessage, token: string | undefined): R
     return { status: 401, message: `missing or wrong ${TOKEN_HEADER} header` };
   }
   return null;
+}
+
+/**
+ * Checks an API read against the tokens that may read: none configured means reads are open. Either token
+ * passes (the one for actions can read too). Every candidate is compared, so the time taken does not say which
+ * was close.
+ */
+export function refuseRead(req: IncomingMessage, readTokens: readonly string[]): Refusal | null {
+  if (readTokens.length === 0) return null;
+  const given = req.headers[TOKEN_HEADER];
+  if (typeof given !== 'string')
+    return { status: 401, message: `reads need a token: send it in ${TOKEN_HEADER}` };
+  let ok = false;
+  for (const token of readTokens) ok = sameSecret(given, token) || ok;
+  return ok ? null : { status: 401, message: `wrong ${TOKEN_HEADER} header` };
 }

@@ -17,6 +17,8 @@ export interface ServerConfig {
   actions: boolean;
   /** Task and workflow inputs and results are left out of every answer. */
   hideData: boolean;
+  /** Reads need a token too (in `x-horsies-token`); without it every other endpoint answers 401. */
+  readToken: boolean;
 }
 
 /** A row of a task list. */

@@ -17,11 +17,18 @@ const TYPES: Record<string, string> = {
   '.json': 'application/json; charset=utf-8',
 };
 
-/** Security headers of every page: no framing (actions are buttons), no inline scripts, nothing from elsewhere. */
-const PAGE_HEADERS = {
+/**
+ * Security headers of every response the dashboard sends (pages, files, API answers, redirects, errors): no
+ * framing (actions are buttons), no inline or foreign scripts, nothing loaded or sent elsewhere, no plugins. The
+ * graph's layout runs in a worker loaded from the dashboard's own files (`worker-src 'self'`). Inline styles
+ * stay allowed: preact sets the `style` attribute of a few elements (widths of bars), which a `style-src`
+ * without 'unsafe-inline' would block; a style cannot run script.
+ */
+export const SECURITY_HEADERS = {
   'content-security-policy':
-    "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; " +
-    "connect-src 'self'; frame-ancestors 'none'; base-uri 'self'; form-action 'none'",
+    "default-src 'none'; script-src 'self'; worker-src 'self'; style-src 'self' 'unsafe-inline'; " +
+    "img-src 'self' data:; font-src 'self'; connect-src 'self'; manifest-src 'self'; object-src 'none'; " +
+    "frame-ancestors 'none'; base-uri 'none'; form-action 'none'",
   'x-frame-options': 'DENY',
   'x-content-type-options': 'nosniff',
   'referrer-policy': 'no-referrer',
@@ -76,7 +83,6 @@ export function serveStatic(req: IncomingMessage, res: ServerResponse, path: str
   res.writeHead(200, {
     'content-type': TYPES[extname(file)] ?? 'application/octet-stream',
     'cache-control': isPage ? 'no-cache' : 'public, max-age=31536000, immutable',
-    ...PAGE_HEADERS,
   });
   if (req.method === 'HEAD') {
     res.end();

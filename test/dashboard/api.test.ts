@@ -214,6 +214,7 @@ describe('pages', () => {
     expect((await mounted.get<{ actions: boolean }>('api/config')).body).toEqual({
       actions: false,
       hideData: false,
+      readToken: false,
     });
     expect((await fetch(`${mounted.url}../../outside`)).status).toBe(404);
     expect((await fetch(`${mounted.url}assets/..%2f..%2f..%2fpackage.json`)).status).toBe(404);

@@ -21,7 +21,11 @@ describe('horsies dashboard', () => {
   it('serves the UI and the API of the schema, read-only without a token', async () => {
     await withDashboard(['--schema', t.schema], async (url) => {
       expect(await (await fetch(url)).text()).toContain('<div id="app">');
-      expect(await (await fetch(`${url}api/config`)).json()).toEqual({ actions: false, hideData: false });
+      expect(await (await fetch(`${url}api/config`)).json()).toEqual({
+        actions: false,
+        hideData: false,
+        readToken: false,
+      });
       const overview = (await (await fetch(`${url}api/overview`)).json()) as { queues: unknown[] };
       expect(overview.queues).toEqual([]);
     });

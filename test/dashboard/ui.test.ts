@@ -220,6 +220,15 @@ describe('dashboard in a browser', () => {
     const page = await open(`task/${handle.id}`);
     await page.getByTestId('task-result').getByText('1500').waitFor();
     expect(await page.getByTestId('attempts').locator('tbody tr').count()).toBe(1);
+    // The attempt on the timeline, with the row's times.
+    const span = page.getByTestId('attempt-timeline').locator('[data-span="1"]');
+    const [attempt] = await t.query<{ started_at: Date; finished_at: Date }>(
+      'SELECT started_at, finished_at FROM {{schema}}.horsies_task_attempts WHERE task_id = $1',
+      [handle.id],
+    );
+    expect(await span.getAttribute('data-status')).toBe('COMPLETED');
+    expect(await span.getAttribute('data-started')).toBe(attempt!.started_at.toISOString());
+    expect(await span.getAttribute('data-finished')).toBe(attempt!.finished_at.toISOString());
     await page.close();
   });
 

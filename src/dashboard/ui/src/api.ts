@@ -5,7 +5,7 @@
 
 const TOKEN_KEY = 'horsies-dashboard-token';
 
-/** The token for actions, kept for this browser tab only. */
+/** The token (for actions, and for reads where the server asks for one), kept for this browser tab only. */
 export function storedToken(): string {
   return sessionStorage.getItem(TOKEN_KEY) ?? '';
 }
@@ -32,16 +32,25 @@ async function answer<T>(response: Response): Promise<T> {
   return body as T;
 }
 
+/** The headers of a request: the stored token, when there is one (reads may need it too). */
+export function authHeaders(): Record<string, string> {
+  const token = storedToken();
+  return token ? { 'x-horsies-token': token } : {};
+}
+
 /** GET `api/<path>`. */
 export async function get<T>(path: string): Promise<T> {
-  return answer<T>(await fetch(`api/${path}`, { headers: { accept: 'application/json' } }));
+  return answer<T>(
+    await fetch(`api/${path}`, {
+      headers: { accept: 'application/json', ...authHeaders() },
+      credentials: 'omit',
+    }),
+  );
 }
 
 /** POST `api/<path>` as an action: with the stored token in its header. */
 export async function act<T>(path: string, body: unknown = {}): Promise<T> {
-  const headers: Record<string, string> = { 'content-type': 'application/json' };
-  const token = storedToken();
-  if (token) headers['x-horsies-token'] = token;
+  const headers: Record<string, string> = { 'content-type': 'application/json', ...authHeaders() };
   return answer<T>(
     await fetch(`api/${path}`, { method: 'POST', headers, body: JSON.stringify(body), credentials: 'omit' }),
   );

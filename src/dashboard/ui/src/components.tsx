@@ -63,7 +63,12 @@ export function ActionMessage(props: { state: ActionState }): JSX.Element | null
 
 /** A JSON value, pretty-printed. */
 export function JsonBlock(props: { value: unknown; testid: string }): JSX.Element {
-  return <pre data-testid={props.testid}>{JSON.stringify(props.value, null, 2)}</pre>;
+  // Focusable: a long value scrolls, and a keyboard must reach it to scroll it.
+  return (
+    <pre data-testid={props.testid} tabIndex={0}>
+      {JSON.stringify(props.value, null, 2)}
+    </pre>
+  );
 }
 
 /** The hash of `#/<route>` with `query` changed: a null or empty value removes the parameter. */

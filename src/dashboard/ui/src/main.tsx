@@ -85,7 +85,7 @@ function TokenBox(): JSX.Element {
         setEditing(false);
       }}
     >
-      <input name="token" type="password" placeholder="token for actions" autocomplete="off" />
+      <input name="token" type="password" placeholder="token" aria-label="token" autocomplete="off" />
       <button type="submit">Unlock</button>
     </form>
   );
@@ -109,7 +109,7 @@ function Shell(props: { config: ServerConfig; current: string; children: Compone
         <span class={`live ${up ? 'up' : 'down'}`} title="live updates" data-testid="live">
           {up ? 'live' : 'reconnecting'}
         </span>
-        {props.config.actions ? <TokenBox /> : <span class="token">read-only</span>}
+        {props.config.actions || props.config.readToken ? <TokenBox /> : <span class="token">read-only</span>}
       </header>
       <main>{props.children}</main>
     </>
@@ -135,10 +135,34 @@ function App(): JSX.Element {
   useTitle(route?.title ?? 'Not found');
   if (error) return <p class="error">The dashboard server did not answer: {error}</p>;
   if (!config) return <p class="muted">loading…</p>;
+  if (config.readToken && !storedToken()) return <TokenGate />;
   return (
     <Shell config={config} current={first}>
       {Page ? <Page rest={rest} query={query} config={config} /> : <p>No such page.</p>}
     </Shell>
+  );
+}
+
+/** The page of a dashboard whose reads need a token, before one is given. */
+function TokenGate(): JSX.Element {
+  return (
+    <main>
+      <h1>horsies dashboard</h1>
+      <p>This dashboard needs a token to show anything.</p>
+      <form
+        class="search"
+        data-testid="token-gate"
+        onSubmit={(e) => {
+          e.preventDefault();
+          const value = (e.currentTarget.elements.namedItem('token') as HTMLInputElement).value.trim();
+          storeToken(value);
+          location.reload();
+        }}
+      >
+        <input name="token" type="password" aria-label="token" autocomplete="off" />
+        <button type="submit">Open</button>
+      </form>
+    </main>
   );
 }
 

@@ -41,7 +41,7 @@ export function Gantt(props: {
   const x = (t: number): number => LABEL_W + ((t - t0) / span) * PLOT_W;
   const height = props.rows.length * ROW_H + 24;
   return (
-    <figure class="gantt" data-testid={props.testid}>
+    <figure class="gantt" data-testid={props.testid} tabIndex={0}>
       <figcaption class="muted small">
         {props.caption} · {duration(span)} from first to last · light: queued, solid: running
       </figcaption>

@@ -3,6 +3,7 @@ import type { JSX } from 'preact';
 import type { TaskDetail } from '../../../contract.js';
 import { ActionMessage, JsonBlock, Status, useAction } from '../components.js';
 import { ago, time } from '../format.js';
+import { Gantt } from '../graph/Gantt.js';
 import { useApi } from '../hooks.js';
 import type { PageProps } from './PageProps.js';
 
@@ -177,7 +178,22 @@ export function TaskPage(props: PageProps): JSX.Element {
           ))}
         </tbody>
       </table>
-      {t.attempts.length === 0 ? <p class="muted">No attempt finished yet.</p> : null}
+      {t.attempts.length === 0 ? (
+        <p class="muted">No attempt finished yet.</p>
+      ) : (
+        <Gantt
+          testid="attempt-timeline"
+          caption="attempts on one time axis"
+          rows={t.attempts.map((a) => ({
+            key: String(a.attempt),
+            label: `#${a.attempt}${a.error_code ? ` ${a.error_code}` : ''}`,
+            status: a.outcome,
+            queuedAt: null,
+            startedAt: a.started_at,
+            finishedAt: a.finished_at,
+          }))}
+        />
+      )}
       <h2>Heartbeats (latest 20)</h2>
       <table data-testid="heartbeats">
         <thead>
