@@ -1,6 +1,6 @@
 /**
  * What the workflow and schedule pages read, and the workflow actions they run (through the library's control
- * functions). A workflow's graph comes from `WorkflowNodeGraph` (no inputs or results, so a workflow of 10,000
+ * functions). A workflow's graph comes from `DashboardWorkflowGraph` (no inputs or results, so a workflow of 10,000
  * nodes reads in one cheap statement) and is laid out in layers by `layers` (src/workflow/dag.ts): a node's depth
  * is the longest path to it from a root. Layers of more than {@link MAX_PER_LAYER} nodes are sent as counts (by
  * status, by task) and the first few nodes that failed, were skipped or run, as the CLI draws them; with more than
@@ -9,8 +9,13 @@
  */
 import type { App } from '../client/App.js';
 import type { Database } from '../db/Database.js';
-import { DashboardWorkflowNode, DashboardWorkflowPage, DashboardWorkflowSpans } from '../db/dashboard.js';
-import { WORKFLOW_STATUSES, WorkflowGet, WorkflowNodeGraph } from '../db/workflows.js';
+import {
+  DashboardWorkflowGraph,
+  DashboardWorkflowNode,
+  DashboardWorkflowPage,
+  DashboardWorkflowSpans,
+} from '../db/dashboard.js';
+import { WORKFLOW_STATUSES, WorkflowGet } from '../db/workflows.js';
 import { cancelWorkflow, pauseWorkflow, resumeWorkflow, retryFailedWorkflow } from '../workflow/control.js';
 import { layers } from '../workflow/dag.js';
 import type { DagNode } from '../workflow/dag.js';
@@ -134,11 +139,11 @@ export async function readWorkflow(
 ): Promise<WorkflowDetail<Date> | null> {
   const [row] = await db.run(WorkflowGet, { id });
   if (!row) return null;
-  const nodes = (await db.run(WorkflowNodeGraph, { workflowId: id })).map(dagNode);
+  const nodes = (await db.run(DashboardWorkflowGraph, { workflowId: id })).map(dagNode);
   // A child run names the node of its parent that runs it.
   let parentNodeId: string | null = null;
   if (row.parent_workflow_id !== null) {
-    const parentNodes = await db.run(WorkflowNodeGraph, { workflowId: row.parent_workflow_id });
+    const parentNodes = await db.run(DashboardWorkflowGraph, { workflowId: row.parent_workflow_id });
     parentNodeId = parentNodes.find((n) => n.node_index === row.parent_node_index)?.node_id ?? null;
   }
   return {
@@ -185,7 +190,7 @@ export async function readWorkflowNode(
 ): Promise<WorkflowNodeDetail<Date> | null> {
   const [row] = await db.run(DashboardWorkflowNode, { workflowId, nodeIndex: index });
   if (!row) return null;
-  const graph = (await db.run(WorkflowNodeGraph, { workflowId })).map(dagNode);
+  const graph = (await db.run(DashboardWorkflowGraph, { workflowId })).map(dagNode);
   const node = graph.find((n) => n.index === index);
   if (!node) return null;
   const ids = new Map(graph.map((n) => [n.index, n.id]));
