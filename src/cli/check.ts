@@ -3,7 +3,7 @@
  * schedules); with `--live` it also connects and checks the schema's migrations, the hot-path routines, that a
  * NOTIFY reaches a LISTEN, and that live workers serve the app's tasks. Exit code 0 when nothing is an error, else 1.
  */
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import type { Command } from 'commander';
@@ -11,6 +11,7 @@ import type { App } from '../client/App.js';
 import { checkAppStatic, checkDatabase, fromError } from '../client/checks.js';
 import type { CheckArea, CheckProblem } from '../client/checks.js';
 import { loadApp } from '../client/loadApp.js';
+import { latestMigrationVersion } from '../db/schemaVersion.js';
 import { WorkflowDefinition } from '../workflow/WorkflowDefinition.js';
 
 /** What `horsies check` found. */
@@ -31,6 +32,11 @@ const AREAS: CheckArea[] = [
   'notify',
   'workers',
 ];
+
+/** The package's version, as `horsies --version` prints it (package.json is two folders up from src/cli and dist/cli). */
+const version = (
+  JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }
+).version;
 
 /** Runs the checks on the app of `modulePath`. */
 export async function runCheck(
@@ -63,7 +69,7 @@ export async function runCheck(
       });
       problems.push(...live.problems);
       const said: Partial<Record<CheckArea, string>> = {
-        database: `schema ${app.db.schema} at the library's migration, routines as defined`,
+        database: `horsies ${version}, schema ${app.db.schema} at migration ${latestMigrationVersion()}, routines as defined`,
         notify: 'a NOTIFY reached a LISTEN',
         workers: 'every task has a live worker',
       };

@@ -28,7 +28,9 @@ describe('horsies check', () => {
     expect(result.stdout).toMatch(/^tasks\s+ok\s+\d+ tasks$/m);
     // The fixture's exported workflow definitions are found among its exports.
     expect(result.stdout).toMatch(/^workflows\s+ok\s+.*fixture-parent/m);
-    expect(result.stdout).toMatch(/^database\s+ok\s+schema t_\w+ at the library's migration/m);
+    expect(result.stdout).toMatch(
+      /^database\s+ok\s+horsies \d+\.\d+\.\d+, schema t_\w+ at migration \d+, routines as defined/m,
+    );
     expect(result.stdout).toMatch(/^notify\s+ok\s+a NOTIFY reached a LISTEN$/m);
     expect(result.stdout).toMatch(/^workers\s+warning\s+no live worker serves record \(queue default\)/m);
     expect(result.stdout).toMatch(/^0 errors, 1 warning$/m);
