@@ -167,9 +167,9 @@ export function assemble(
     },
     logger,
   );
-  // Parts that call each other are reached through these bindings, set below in dependency order.
+  // The dispatcher needs the executor, whose hooks (and the claim side's) call back into the dispatcher: they reach
+  // it through this binding, set once the executor exists.
   let dispatcher: Dispatcher;
-  let completer: Completer;
   // Held for the next claim for at most 1 ms: a busy worker claims again well within that after most finishes.
   const notices = new DoneNotices(db, 1, {
     onFailed: (error) =>
@@ -242,6 +242,17 @@ export function assemble(
     },
     strategies,
     handoff,
+  );
+  const completer = new Completer(
+    db,
+    cfg.completionBatchSize,
+    cfg.completionDelayMs,
+    {
+      onSettled: (result, finishes) => sink.onSettled(result, finishes),
+      onError: (error) => sink.fail('writing task outcomes failed', error),
+    },
+    notices,
+    COMPLETION_BESIDE_AT,
   );
   const transactions = new TransactionalFinish(db, logger, {
     workerId: identity.workerId,
@@ -333,17 +344,6 @@ export function assemble(
       },
       onError: (what, error) => sink.fail(what, error),
     },
-  );
-  completer = new Completer(
-    db,
-    cfg.completionBatchSize,
-    cfg.completionDelayMs,
-    {
-      onSettled: (result, finishes) => sink.onSettled(result, finishes),
-      onError: (error) => sink.fail('writing task outcomes failed', error),
-    },
-    notices,
-    COMPLETION_BESIDE_AT,
   );
   const heartbeater = new Heartbeater(
     db,
