@@ -101,6 +101,16 @@ runScript(() =>
       await page.goto(`${base}#/workflow/${encodeURIComponent(run.id)}`);
       await page.getByTestId('graph-svg').locator('[data-node]').first().waitFor({ timeout: 60_000 });
       const ms = await page.evaluate(() => performance.now());
+      const entries = await page.evaluate(() =>
+        performance
+          .getEntriesByType('resource')
+          .map((e) => [
+            e.name.replace(/^.*\//, ''),
+            Math.round((e as PerformanceResourceTiming).responseEnd),
+          ]),
+      );
+      if (process.env.VERBOSE)
+        console.log(`load ${i}: drawn at ${ms.toFixed(0)} ms; ${JSON.stringify(entries)}`);
       engine = (await page.getByTestId('graph').getAttribute('data-engine')) ?? '';
       drawn = await page.getByTestId('graph-svg').locator('[data-node]').count();
       if (i > 0) samples.push(ms); // the first load warms the browser's caches
