@@ -74,7 +74,9 @@ export const slow = app.task({
     .filter((line) => line.trim() !== '');
   expect(after.length, after.join('\n')).toBeLessThanOrEqual(3);
   for (const line of after) expect(line, after.join('\n')).toMatch(/^horsies dev: /);
-  expect(after.at(-1)).toMatch(/stopped: the worker wrote the outcomes of 4 task\(s\), then PostgreSQL stopped/);
+  expect(after.at(-1)).toMatch(
+    /stopped: the worker wrote the outcomes of 4 task\(s\), then PostgreSQL stopped/,
+  );
 
   // The tasks that ran at the signal finished, and their outcomes were written before the server stopped.
   const server = await startEmbeddedServer({ dataDir: join(dataDir, 'pg'), database: 'horsies_dev' });
