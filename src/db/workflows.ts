@@ -185,7 +185,8 @@ export const WorkflowNodeEnqueue = statement<
      FROM input i
      WHERE n.node_key = $1 || ':' || i.node_index AND n.status = 'READY' AND n.subworkflow IS NULL
      RETURNING n.node_index, n.node_id, n.task_id, n.task_name, n.queue_name, n.priority, n.max_retries,
-               n.task_options, n.good_until, i.kwargs
+               -- json_to_recordset reads a JSON null as SQL NULL: an input of null is the JSON value.
+               n.task_options, n.good_until, COALESCE(i.kwargs, 'null'::jsonb) AS kwargs
    ), inserted AS (
      INSERT INTO {{schema}}.horsies_tasks
        (id, task_name, queue_name, priority, kwargs, status, enqueued_at, good_until, max_retries, task_options,

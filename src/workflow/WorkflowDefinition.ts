@@ -21,6 +21,7 @@ import { InputValidationError, WorkflowDefinitionError, toIssue } from '../error
 import type { TaskResult, ValidationIssue } from '../errors.js';
 import { toCanonicalJson } from '../json.js';
 import type { TaskTracer } from '../tracing/TaskTracer.js';
+import { isStorableText } from '../types.js';
 import type { JsonValue } from '../types.js';
 import { compile } from './compile.js';
 import type { CompileHost, WorkflowSpec } from './compile.js';
@@ -184,9 +185,13 @@ export class WorkflowDefinition<P, O> implements NestedWorkflow {
     if (issues) throw new InputValidationError(this.spec.name, issues, 'workflow');
     const paramsJson = toCanonicalJson(params ?? null, 'params');
     const id = options.id ?? uuidv7();
-    if (id.length === 0 || id.length > 36) {
+    if (typeof id !== 'string' || id.length === 0 || id.length > 36 || !isStorableText(id)) {
       throw new WorkflowDefinitionError(this.spec.name, [
-        { field: 'start.id', value: id, message: 'must be 1 to 36 characters' },
+        {
+          field: 'start.id',
+          value: id,
+          message: 'must be 1 to 36 characters, without a NUL character or a lone surrogate',
+        },
       ]);
     }
     const span = this.host.tracer?.startWorkflow(this.spec.name, id) ?? null;

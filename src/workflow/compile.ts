@@ -15,6 +15,7 @@ import type { ConfigProblem } from '../errors.js';
 import { toCanonicalJson } from '../json.js';
 import { resolveRetryPolicy, retryPolicySchema } from '../retry.js';
 import type { ResolvedRetryPolicy, RetryPolicy } from '../retry.js';
+import { isStorableDate, isStorableText } from '../types.js';
 import type { JsonValue } from '../types.js';
 import { refSource } from './refs.js';
 import type { InputTemplate, PathStep, StoredRef } from './wiring.js';
@@ -61,10 +62,22 @@ export function compile(
     problems.push({ field, value, message });
   };
   if (nodes.length === 0) problem('nodes', [], 'a workflow needs at least one node');
+  // The name and the node ids are stored as text of at most 255 characters, which cannot hold NUL either.
+  if (typeof name !== 'string' || name.length > 255 || !isStorableText(name)) {
+    problem('name', name, 'must be a string of at most 255 characters, without NUL or a lone surrogate');
+  }
   const byId = new Map<string, AnyNode>();
   for (const node of nodes) {
     if (byId.has(node.id)) problem(`nodes.${node.id}.id`, node.id, 'is used by two nodes');
     else byId.set(node.id, node);
+    const { id } = node;
+    if (typeof id !== 'string' || id.length === 0 || id.length > 255 || !isStorableText(id)) {
+      problem(
+        `nodes.${String(id)}.id`,
+        id,
+        'must be a string of 1 to 255 characters, without NUL or a lone surrogate',
+      );
+    }
   }
   const own = new Set<object>(nodes);
   const specs: NodeSpec[] = nodes.map((node) => {
@@ -86,7 +99,7 @@ export function compile(
         if (!target) {
           problem(
             `${field}.waitsFor`,
-            typeof dep === 'string' ? dep : dep.id,
+            typeof dep === 'string' ? dep : ((dep as AnyNode | null | undefined)?.id ?? dep),
             'is not a node of this workflow',
           );
         } else dependencies.add(target.index);
@@ -148,8 +161,14 @@ export function compile(
     problem('nodes', [], 'no node is a root (every node waits for another)');
   }
   const indexOf = (node: AnyNode, field: string): number => {
-    if (!own.has(node)) problem(field, (node as { id?: unknown })?.id, 'is not a node of this workflow');
-    return node.index;
+    if (own.has(node)) return node.index;
+    // Not a node of this workflow: maybe not a node at all (undefined from JavaScript), so no index to read.
+    problem(
+      field,
+      (node as { id?: unknown } | null | undefined)?.id ?? node,
+      'is not a node of this workflow',
+    );
+    return -1;
   };
   const outputIndex = options.output === undefined ? null : indexOf(options.output, 'output');
   let successPolicy: WorkflowSpec['successPolicy'] = null;
@@ -195,8 +214,14 @@ function taskRun(
   if (!Number.isInteger(priority) || priority < 1 || priority > 100) {
     problem(`${field}.priority`, priority, 'must be an integer from 1 to 100');
   }
-  if (o.goodUntil !== undefined && !(o.goodUntil instanceof Date && !Number.isNaN(o.goodUntil.getTime()))) {
-    problem(`${field}.goodUntil`, o.goodUntil, 'must be a valid Date');
+  if (o.goodUntil !== undefined && !isStorableDate(o.goodUntil)) {
+    const given: unknown = o.goodUntil;
+    const valid = given instanceof Date && !Number.isNaN(given.getTime());
+    problem(
+      `${field}.goodUntil`,
+      o.goodUntil,
+      valid ? 'must be in the years 1 to 9999' : 'must be a valid Date',
+    );
   }
   const retry = retryOverride(task, o.retry, `${field}.retry`, problem);
   return {
