@@ -106,7 +106,7 @@ runScript(() =>
           .getEntriesByType('resource')
           .map((e) => [
             e.name.replace(/^.*\//, ''),
-            Math.round((e as PerformanceResourceTiming).responseEnd),
+            Math.round((e as unknown as { responseEnd: number }).responseEnd),
           ]),
       );
       if (process.env.VERBOSE)
