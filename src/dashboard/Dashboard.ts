@@ -404,6 +404,7 @@ function workflowQuery(url: URL): WorkflowListQuery {
   return {
     status: optionalString(url, 'status'),
     name: optionalString(url, 'name'),
+    parent: optionalString(url, 'parent'),
     cursor: optionalString(url, 'cursor'),
     limit,
   };

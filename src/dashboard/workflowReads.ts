@@ -43,6 +43,8 @@ const NOTABLE = 5;
 export interface WorkflowListQuery {
   status: string | null;
   name: string | null;
+  /** Only the child runs of this workflow. */
+  parent: string | null;
   cursor: string | null;
   limit: number;
 }
@@ -66,6 +68,7 @@ export async function readWorkflowPage(db: Database, q: WorkflowListQuery): Prom
   const rows = await db.run(DashboardWorkflowPage, {
     status: q.status,
     name: q.name,
+    parent: q.parent,
     afterSentAt: after?.[0] ?? null,
     afterId: after?.[1] ?? null,
     limit: q.limit + 1,

@@ -408,6 +408,8 @@ export const DashboardWorkflowPage = statement<
   {
     status: string | null;
     name: string | null;
+    /** Only the children of this run (served by horsies_workflows_parent_idx). */
+    parent: string | null;
     afterSentAt: string | null;
     afterId: string | null;
     limit: number;
@@ -419,10 +421,18 @@ export const DashboardWorkflowPage = statement<
           completed_at, sent_at::text AS sort_at
    FROM {{schema}}.horsies_workflows
    WHERE ($1::text IS NULL OR status = $1) AND ($2::text IS NULL OR name = $2)
+     AND ($6::text IS NULL OR parent_workflow_id = $6)
      AND (sent_at, id) < (COALESCE($3::timestamptz, 'infinity'), COALESCE($4::text, ''))
    ORDER BY sent_at DESC, id DESC
    LIMIT $5`,
-  ({ status, name, afterSentAt, afterId, limit }) => [status, name, afterSentAt, afterId, limit],
+  ({ status, name, parent, afterSentAt, afterId, limit }) => [
+    status,
+    name,
+    afterSentAt,
+    afterId,
+    limit,
+    parent,
+  ],
 );
 
 /** A workflow node's stored wiring and times, for its detail panel. */

@@ -187,6 +187,11 @@ describe('workflow actions', () => {
       rootWorkflowId: handle.id,
       depth: 1,
     });
+    // The list filtered by parent holds its child run alone.
+    const children = await readOnly.get<{ rows: { id: string; parent_workflow_id: string }[] }>(
+      `api/workflows?parent=${encodeURIComponent(handle.id)}`,
+    );
+    expect(children.body.rows.map((r) => [r.id, r.parent_workflow_id])).toEqual([[childId, handle.id]]);
     expect((await fromApp.post(`api/workflows/${handle.id}/cancel`, {}, auth)).status).toBe(200);
   });
 

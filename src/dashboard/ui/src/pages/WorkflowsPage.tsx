@@ -21,7 +21,7 @@ export function WorkflowsPage(props: PageProps): JSX.Element {
   const cursor = query.get('cursor');
   const [back, setBack] = useState<(string | null)[]>([]);
   const api = new URLSearchParams({ limit: query.get('limit') ?? '50' });
-  for (const f of ['status', 'name', 'cursor']) {
+  for (const f of ['status', 'name', 'parent', 'cursor']) {
     const v = query.get(f);
     if (v) api.set(f, v);
   }
@@ -38,7 +38,12 @@ export function WorkflowsPage(props: PageProps): JSX.Element {
           const value = (name: string): string | null =>
             (form.elements.namedItem(name) as HTMLInputElement | HTMLSelectElement).value.trim() || null;
           setBack([]);
-          location.hash = hashFor(query, { status: value('status'), name: value('name'), cursor: null });
+          location.hash = hashFor(query, {
+            status: value('status'),
+            name: value('name'),
+            parent: value('parent'),
+            cursor: null,
+          });
         }}
       >
         <label>
@@ -53,6 +58,9 @@ export function WorkflowsPage(props: PageProps): JSX.Element {
         </label>
         <label>
           name <input name="name" value={query.get('name') ?? ''} />
+        </label>
+        <label>
+          parent run <input name="parent" value={query.get('parent') ?? ''} placeholder="workflow id" />
         </label>
         <button type="submit">Filter</button>
         <a href="#/workflows" onClick={() => setBack([])}>
