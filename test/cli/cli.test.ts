@@ -49,6 +49,7 @@ describe('horsies migrate', () => {
       'horsies_rate_limiters',
       'horsies_schedule_state',
       'horsies_schema_migrations',
+      'horsies_schema_routines',
       'horsies_task_attempts',
       'horsies_tasks',
       'horsies_worker_states',
