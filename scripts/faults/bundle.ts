@@ -36,12 +36,15 @@ export async function bundleWorker(root: string): Promise<WorkerBundle> {
     });
     symlinkSync(join(root, 'node_modules'), join(out, 'node_modules'));
     writeFileSync(join(out, 'package.json'), readFileSync(join(root, 'package.json')));
-    // The migrator reads its folder next to the module that holds it: a chunk at the top, or an entry.
+    // The migrator reads its folders (numbered migrations, routine files) next to the module that holds it: a
+    // chunk at the top, or an entry.
     for (const dir of [out, join(out, 'src/cli'), join(out, 'scripts/faults')]) {
-      const holds = readdirSync(dir).some(
-        (f) => f.endsWith('.js') && readFileSync(join(dir, f), 'utf8').includes('"migrations"'),
-      );
-      if (holds) cpSync(join(root, 'src/db/migrations'), join(dir, 'migrations'), { recursive: true });
+      for (const folder of ['migrations', 'routines']) {
+        const holds = readdirSync(dir).some(
+          (f) => f.endsWith('.js') && readFileSync(join(dir, f), 'utf8').includes(`"${folder}"`),
+        );
+        if (holds) cpSync(join(root, 'src/db', folder), join(dir, folder), { recursive: true });
+      }
     }
   } catch (error) {
     rmSync(out, { recursive: true, force: true });
