@@ -380,9 +380,12 @@ describe('hand-off of single sends to an idle worker', () => {
       // Meanwhile a send finds the lock free: it drops the registration and inserts PENDING; the task still runs.
       const inGap = await task.send({ n: 1 });
       expect(await inGap.result({ timeoutMs: 10_000 })).toEqual({ ok: true, value: 1 });
+      // Registered again with room, on its new connection. (The send in the gap may have found the old lock not yet
+      // released by the terminated backend and been handed over unheard: the renewal takes it back first.)
       const after = await eventually(async () => {
         const pid = await holder();
-        return pid !== undefined && pid !== before ? pid : undefined;
+        const [registration] = await registrations(worker.id);
+        return pid !== undefined && pid !== before && (registration?.free ?? 0) > 0 ? pid : undefined;
       });
       expect(after).not.toBe(before);
       await expectHandedOver(task, worker.id, 2);
