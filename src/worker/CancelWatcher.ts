@@ -7,21 +7,15 @@ import { TaskListCancelRequested } from '../db/admin.js';
 import type { Database } from '../db/Database.js';
 import { channels } from '../db/Listener.js';
 import type { Listener } from '../db/Listener.js';
+import type { Logger } from 'pino';
+import type { Executor } from './Executor.js';
+import type { WorkerSink } from './events.js';
 
 /** Settings of a {@link CancelWatcher}. */
 export interface CancelWatcherOptions {
   workerId: string;
   /** How often to poll for requests while tasks run here. */
   pollIntervalMs: number;
-}
-
-/** What the cancel watcher calls back into. */
-export interface CancelWatcherHooks {
-  /** Handlers running here now. */
-  running(): number;
-  /** Stops a running handler; false if it does not run here. */
-  cancel(taskId: string): boolean;
-  onError(error: unknown): void;
 }
 
 /** Stops the handlers of tasks whose cancel was requested. */
@@ -33,7 +27,10 @@ export class CancelWatcher {
     private readonly db: Database,
     private readonly listener: Listener,
     private readonly options: CancelWatcherOptions,
-    private readonly hooks: CancelWatcherHooks,
+    /** The handlers it stops. */
+    private readonly executor: Pick<Executor, 'running' | 'stop'>,
+    private readonly sink: Pick<WorkerSink, 'emit' | 'fail'>,
+    private readonly logger: Logger,
   ) {
     this.channel = channels.taskCancel(db.schema);
     listener.on('notification', (channel, payload) => {
@@ -49,7 +46,7 @@ export class CancelWatcher {
 
   /** One poll: stops every handler here whose task has a cancel request. Resolves to the ids stopped. */
   async runOnce(): Promise<string[]> {
-    if (this.hooks.running() === 0) return [];
+    if (this.executor.running === 0) return [];
     const rows = await this.db.run(TaskListCancelRequested, { workerId: this.options.workerId });
     return this.cancel(rows.map((r) => r.id));
   }
@@ -69,10 +66,18 @@ export class CancelWatcher {
 
   private async poll(): Promise<void> {
     if (!this.timer) return;
-    await this.runOnce().catch((error: unknown) => this.hooks.onError(error));
+    await this.runOnce().catch((error: unknown) => this.sink.fail('cancel poll failed', error));
   }
 
+  // Stops the handlers of those of `ids` that run here; returns their ids.
   private cancel(ids: string[]): string[] {
-    return ids.filter((id) => this.timer !== null && this.hooks.cancel(id));
+    return ids.filter((id) => this.timer !== null && this.stopHandler(id));
+  }
+
+  private stopHandler(id: string): boolean {
+    if (!this.executor.stop(id, 'cancel')) return false;
+    this.logger.info({ taskId: id }, 'cancel requested: stopping the handler');
+    this.sink.emit('task:cancelling', id);
+    return true;
   }
 }

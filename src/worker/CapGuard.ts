@@ -9,6 +9,7 @@
  * (tasks held ready) and gates the start instead, under the same lock, so RUNNING never passes the cap. Either
  * way a claim whose lease expired (a dead worker's) no longer counts.
  */
+import type { ResolvedAppConfig } from '../client/config.js';
 import type { Database, Queryable } from '../db/Database.js';
 import { CapRoom } from '../db/capacity.js';
 import type { CapLimits } from '../db/capacity.js';
@@ -24,6 +25,21 @@ export interface CapSettings {
 
 /** Applies the caps of one app. */
 export class CapGuard {
+  /** The cap settings of an app config. */
+  static settingsOf(
+    app: Pick<ResolvedAppConfig, 'queueConfigs' | 'clusterWideCap' | 'capMode' | 'prefetchBuffer'>,
+  ): CapSettings {
+    const queueCaps = new Map<string, number>();
+    for (const q of app.queueConfigs.values())
+      if (q.maxConcurrency !== undefined) queueCaps.set(q.name, q.maxConcurrency);
+    return {
+      clusterWideCap: app.clusterWideCap ?? null,
+      mode: app.capMode,
+      prefetchBuffer: app.prefetchBuffer,
+      queueCaps,
+    };
+  }
+
   constructor(
     private readonly db: Database,
     private readonly settings: CapSettings,

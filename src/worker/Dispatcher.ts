@@ -1,7 +1,6 @@
 /**
- * The tasks a worker holds, and the starting of claimed ones when handler slots free up.
- *
- *   claimed ──slot free──► starting ──start written──► running ──run ended──► finishing ──outcome written──► (gone)
+ * The producer's start queue: claimed tasks wait here for a slot, and start when one frees up. The slots themselves
+ * are counted in the worker's SlotLedger; this part decides which waiting tasks take them.
  *
  * Starts go out in batches (runs that end in the same turn of the event loop start their successors in one
  * statement), respect each task's per-worker limit, and, in soft cap mode, pass the cap's gate: what finds no
@@ -13,9 +12,10 @@ import type { StandardSchemaV1 } from '@standard-schema/spec';
 import type { Logger } from 'pino';
 import type { TaskDefinition } from '../client/TaskDefinition.js';
 import type { HeartbeatRole } from '../db/liveness.js';
-import type { ClaimedTaskRow, OwnedTask, TaskStartRow } from '../db/tasks.js';
+import type { ClaimedTaskRow, TaskStartRow } from '../db/tasks.js';
 import type { ClaimStrategies, ClaimStrategy, PrefetchedStart } from './claim/ClaimStrategy.js';
 import type { Executor } from './Executor.js';
+import type { Phase, SlotLedger } from './SlotLedger.js';
 import { TestSignal } from './TestSignal.js';
 
 /** Tasks a claim started in the same round trip (`TaskClaimAndStart`), with the slots reserved for them. */
@@ -28,44 +28,29 @@ export interface StartedWithClaim {
   reserved: number;
 }
 
-/** Where a held task is, locally. */
-export type Phase = 'claimed' | 'starting' | 'running' | 'finishing';
-
-interface Held {
-  row: ClaimedTaskRow;
-  phase: Phase;
-  /** When it was claimed (ms, this process's clock). */
-  since: number;
-}
-
 /** Settings of a {@link Dispatcher}. */
 export interface DispatcherOptions {
-  /** Handlers running at once. */
-  concurrency: number;
   /** Longest wait before starts the soft cap deferred try again with nothing heard meanwhile (the poll interval). */
   retryMs: number;
   /** Claimed tasks waiting longer than this for a slot are handed back (see WorkerConfig.prefetchHoldMs); 0: never. */
   holdMs: number;
-  /**
-   * Tasks a claim may start beyond the free slots right now (`startPrefetched`: they wait for a slot in the
-   * executor, RUNNING already); 0 when claimed tasks only start into free slots.
-   */
-  startAhead: () => number;
 }
 
-/** What the dispatcher calls back into. */
-export interface DispatcherHooks {
-  /** Tasks left the worker (their slots are free for claims). */
-  onReleased(): void;
-  onError(what: string, error: unknown): void;
+/** What the dispatcher needs of the executor. */
+export type Launcher = Pick<Executor, 'launch'>;
+
+/** Points of the start queue a test can wait for (see TestSignal). */
+export interface DispatcherSignals {
+  /** Tasks wait for a slot, but none may be handed back (a rate limiter or a soft cap holds them): no hold timer. */
+  holdNotArmed: TestSignal;
+  /** A soft cap had no room for a start: it is tried again in this many ms, unless room opens first. */
+  capRetry: TestSignal<number>;
 }
 
-/** Holds a worker's tasks and starts them. */
+/** Starts a worker's claimed tasks as slots free up. */
 export class Dispatcher {
-  private readonly held = new Map<string, Held>();
   /** Claimed tasks waiting for a slot, in claim order. */
   private waiting: ClaimedTaskRow[] = [];
-  private starting = 0;
   private readonly starts = new Set<Promise<void>>();
   private scheduled = false;
   /**
@@ -77,68 +62,30 @@ export class Dispatcher {
   /** Wait before the next retry of a start the cap deferred; doubles, up to `retryMs`, while nothing is heard. */
   private capRetryMs = 0;
   private active = true;
-  /** Held tasks in the `finishing` phase. */
-  private finishing = 0;
   /** Claimed tasks a rate limiter deferred, by id: not offered to a start again before this time (ms). */
   private readonly notBefore = new Map<string, number>();
   private holdTimer: NodeJS.Timeout | null = null;
-  /** Claimed tasks were handed back for want of a slot: claim nothing ahead until a run ends. */
-  private heldBack = false;
-  readonly signals = {
-    /** Tasks wait for a slot, but none may be handed back (a rate limiter or a soft cap holds them): no hold timer. */
+  readonly signals: DispatcherSignals = {
     holdNotArmed: new TestSignal(),
-    /** A soft cap had no room for a start: it is tried again in this many ms, unless room opens first. */
     capRetry: new TestSignal<number>(),
   };
 
   constructor(
-    private readonly executor: Executor,
+    private readonly ledger: SlotLedger,
+    private readonly executor: Launcher,
     /** How each queue's tasks start and go back. */
     private readonly strategies: ClaimStrategies,
     private readonly registry: ReadonlyMap<string, TaskDefinition<StandardSchemaV1, unknown>>,
     private readonly options: DispatcherOptions,
     private readonly logger: Logger,
-    private readonly hooks: DispatcherHooks,
+    private readonly onError: (what: string, error: unknown) => void,
   ) {}
 
   /**
-   * True after waiting tasks were handed back because no slot freed for them in time, until a run ends here: the
-   * worker then claims only for free slots.
-   */
-  get holdingBack(): boolean {
-    return this.heldBack;
-  }
-
-  /** Tasks held: claimed, starting, running, or finished but not yet written. */
-  get size(): number {
-    return this.held.size;
-  }
-
-  /**
-   * Tasks held that take a slot: claimed, starting or running. A task whose handler returned frees its slot at
-   * once, while its outcome is still being written, so the next claim overlaps that write.
-   */
-  get busy(): number {
-    return this.held.size - this.finishing;
-  }
-
-  /** Ids of the tasks held. */
-  heldIds(): string[] {
-    return [...this.held.keys()];
-  }
-
-  /** Held tasks by phase group: `claimed` (claimed or starting) and `running` (running or finishing). */
-  counts(): { claimed: number; running: number } {
-    let claimed = 0;
-    for (const h of this.held.values()) if (h.phase === 'claimed' || h.phase === 'starting') claimed += 1;
-    return { claimed, running: this.held.size - claimed };
-  }
-
-  /**
    * Reserves up to `max` free slots for tasks of `queue` that the claim itself will start (see
-   * {@link StartedWithClaim}), and as many more as the claim may start ahead (`startAhead`); 0 when starts must go
-   * through this dispatcher: tasks are already waiting for a slot (they come first), the queue's starts pass a
-   * soft cap's gate, or a task has a per-worker limit.
+   * {@link StartedWithClaim}), and as many more as the claim may start ahead; 0 when starts must go through this
+   * queue: tasks are already waiting for a slot (they come first), the queue's starts pass a soft cap's gate, or a
+   * task has a per-worker limit.
    */
   reserveStarts(queue: string, max: number): number {
     if (
@@ -148,22 +95,16 @@ export class Dispatcher {
       this.workerLimits()
     )
       return 0;
-    const ahead = this.startsAhead(queue) ? this.options.startAhead() : 0;
-    const slots = this.options.concurrency + ahead - this.executor.running - this.starting;
-    const n = Math.max(0, Math.min(max, slots));
-    this.starting += n;
-    return n;
+    return this.ledger.reserve(max, this.startsAhead(queue) ? this.ledger.startAhead() : 0);
   }
 
   /**
    * True when a claim of `queue` starts the tasks it takes ahead of the free slots (`startPrefetched`), so that it
    * claims no more than {@link reserveStarts} gave it: only where nothing else meters the starts (a cap counts
-   * them, a rate limiter or a group limit times them, a per-worker limit needs the dispatcher).
+   * them, a rate limiter or a group limit times them, a per-worker limit needs this queue).
    */
   startsAhead(queue: string): boolean {
-    return (
-      this.options.startAhead() > 0 && this.strategies.of(queue).kind === 'plain' && !this.workerLimits()
-    );
+    return this.ledger.startAhead() > 0 && this.strategies.of(queue).kind === 'plain' && !this.workerLimits();
   }
 
   // A registered task has a per-worker limit: its starts are counted here, one by one. (Read at each claim: the
@@ -175,7 +116,7 @@ export class Dispatcher {
 
   /** Gives back slots reserved by {@link reserveStarts} when the claim failed. */
   cancelReservation(reserved: number): void {
-    this.starting -= reserved;
+    this.ledger.unreserve(reserved);
     this.scheduleDispatch();
   }
 
@@ -186,12 +127,11 @@ export class Dispatcher {
   add(tasks: ClaimedTaskRow[], started?: StartedWithClaim): void {
     const adopted = this.claimedAgain(tasks);
     if (adopted.size > 0) tasks = tasks.filter((t) => !adopted.has(t.id));
-    const now = Date.now();
-    for (const row of tasks) this.held.set(row.id, { row, phase: 'claimed', since: now });
+    this.ledger.add(tasks);
     if (started) {
-      this.starting -= started.reserved;
+      this.ledger.unreserve(started.reserved);
       const launching = started.tasks.filter((t) => !adopted.has(t.id));
-      for (const task of launching) this.setPhase(task.id, 'starting');
+      for (const task of launching) this.ledger.setPhase(task.id, 'starting');
       this.executor.launch(launching, started.rows);
       const launched = new Set(launching.map((t) => t.id));
       tasks = tasks.filter((t) => !launched.has(t.id));
@@ -205,18 +145,19 @@ export class Dispatcher {
    * Tasks this worker claimed although it holds them still. Most often the earlier hold is ending: its outcome (a
    * retry) is written and about to be settled, or a claim not started was reaped; the new claim has a new
    * generation and its entry replaces the old one (whose settling then leaves it alone, see
-   * {@link releaseFinished}). With the same generation the server lost this worker's earlier claim or start (a
-   * crash undid its commit, which did not wait for the WAL flush) and the task was PENDING again with the generation
-   * it had before, so fencing cannot tell the two claims apart. A task that had not started yet is then taken over
-   * by the new claim; for one that is starting, running or being written, the run already going continues under the
-   * new claim (its heartbeats and outcome match the row when the claim started it, and are fenced out when it only
-   * claimed it: that run then stops, and the reaper hands the task back). Either way the worker never runs the same
-   * task twice at once. Returns the ids of that last kind, which the new claim must not start.
+   * {@link SlotLedger.releaseFinished}). With the same generation the server lost this worker's earlier claim or
+   * start (a crash undid its commit, which did not wait for the WAL flush) and the task was PENDING again with the
+   * generation it had before, so fencing cannot tell the two claims apart. A task that had not started yet is then
+   * taken over by the new claim; for one that is starting, running or being written, the run already going
+   * continues under the new claim (its heartbeats and outcome match the row when the claim started it, and are
+   * fenced out when it only claimed it: that run then stops, and the reaper hands the task back). Either way the
+   * worker never runs the same task twice at once. Returns the ids of that last kind, which the new claim must not
+   * start.
    */
   private claimedAgain(tasks: ClaimedTaskRow[]): Set<string> {
     const adopted = new Set<string>();
     for (const row of tasks) {
-      const held = this.held.get(row.id);
+      const held = this.ledger.get(row.id);
       if (!held) continue;
       const undone = held.row.claim_generation === row.claim_generation;
       if (undone) {
@@ -230,48 +171,15 @@ export class Dispatcher {
         this.notBefore.delete(row.id);
       } else if (undone) {
         adopted.add(row.id);
-      } else if (held.phase === 'finishing') {
-        this.finishing -= 1;
-        this.held.delete(row.id);
       }
     }
     return adopted;
   }
 
-  /**
-   * Moves a held task to a phase. A run that ended (`ran`, not a started task handed back before it ran) lets the
-   * worker claim ahead again.
-   */
-  setPhase(id: string, phase: Phase, ran = true): void {
-    const held = this.held.get(id);
-    if (!held) return;
-    if (held.phase === 'finishing') this.finishing -= 1;
-    if (phase === 'finishing') {
-      this.finishing += 1;
-      if (ran) this.heldBack = false;
-    }
-    held.phase = phase;
-  }
-
-  /**
-   * Forgets tasks whose outcome was settled (written or lost), unless the worker claimed the task again meanwhile
-   * (a retry claimed before its outcome was settled here): that newer claim keeps its entry.
-   */
-  releaseFinished(finishes: OwnedTask[]): void {
-    this.release(
-      finishes.filter((f) => this.held.get(f.id)?.row.claim_generation === f.generation).map((f) => f.id),
-    );
-  }
-
-  /** Forgets tasks (written, lost, expired) and frees their slots. */
-  release(ids: string[]): void {
-    for (const id of ids) {
-      if (this.held.get(id)?.phase === 'finishing') this.finishing -= 1;
-      this.held.delete(id);
-      this.notBefore.delete(id);
-    }
+  /** Tasks left the worker: a rate limiter's deferral of them is forgotten, and a soft cap may have room again. */
+  released(ids: string[]): void {
+    for (const id of ids) this.notBefore.delete(id);
     this.capRoomMayHaveOpened();
-    this.hooks.onReleased();
   }
 
   /**
@@ -299,29 +207,23 @@ export class Dispatcher {
     });
   }
 
-  /** The tasks to beat for, per heartbeat role. */
-  owned(role: HeartbeatRole): OwnedTask[] {
-    const phases: Phase[] = role === 'claimer' ? ['claimed', 'starting'] : ['running', 'finishing'];
-    return [...this.held.values()].filter((h) => phases.includes(h.phase)).map((h) => owned(h.row));
-  }
-
   /**
    * Of `ids` reported lost by a heartbeat of `role`, those still in the beaten phase (a beat can race a legitimate
    * start or finish). Lost tasks that had not started are forgotten here; running ones are left to the caller.
    */
   takeLost(role: HeartbeatRole, ids: string[]): string[] {
     const phases: Phase[] = role === 'claimer' ? ['claimed'] : ['running'];
-    const lost = ids.filter((id) => phases.includes(this.held.get(id)?.phase ?? 'finishing'));
+    const lost = ids.filter((id) => phases.includes(this.ledger.get(id)?.phase ?? 'finishing'));
     const lostSet = new Set(lost);
     const notStarted = this.waiting.filter((t) => lostSet.has(t.id)).map((t) => t.id);
     this.waiting = this.waiting.filter((t) => !lostSet.has(t.id));
-    if (notStarted.length > 0) this.release(notStarted);
+    if (notStarted.length > 0) this.ledger.release(notStarted);
     return lost;
   }
 
   /** Task names worth claiming: registered, and below their per-worker limit counting what is held. */
   claimableTaskNames(): string[] {
-    const held = this.countByName(['claimed', 'starting', 'running']);
+    const held = this.ledger.countByName(['claimed', 'starting', 'running']);
     return [...this.registry.values()]
       .filter(
         (t) =>
@@ -329,11 +231,6 @@ export class Dispatcher {
           (held.get(t.name) ?? 0) < t.policies.maxConcurrentPerWorker,
       )
       .map((t) => t.name);
-  }
-
-  /** Tasks started ahead were handed back for want of a slot: claim nothing ahead until a run ends. */
-  holdBack(): void {
-    this.heldBack = true;
   }
 
   /** Starts nothing more (shutdown begins); held tasks stay as they are. */
@@ -353,12 +250,12 @@ export class Dispatcher {
     if (!this.active || this.options.holdMs <= 0) return;
     const cutoff = Date.now() - this.options.holdMs;
     const stale = this.waiting.filter(
-      (t) => this.mayHandBack(t) && (this.held.get(t.id)?.since ?? Infinity) <= cutoff,
+      (t) => this.mayHandBack(t) && (this.ledger.get(t.id)?.since ?? Infinity) <= cutoff,
     );
     if (stale.length === 0) return;
     const staleIds = new Set(stale.map((t) => t.id));
     this.waiting = this.waiting.filter((t) => !staleIds.has(t.id));
-    this.heldBack = true;
+    this.ledger.holdBack();
     await this.handBack(stale, `no slot freed for them within ${this.options.holdMs} ms`);
   }
 
@@ -373,7 +270,7 @@ export class Dispatcher {
     if (this.holdTimer || !this.active || this.options.holdMs <= 0) return;
     let oldest = Infinity;
     for (const task of this.waiting) {
-      if (this.mayHandBack(task)) oldest = Math.min(oldest, this.held.get(task.id)?.since ?? Date.now());
+      if (this.mayHandBack(task)) oldest = Math.min(oldest, this.ledger.get(task.id)?.since ?? Date.now());
     }
     if (oldest === Infinity) {
       if (this.waiting.length > 0) this.signals.holdNotArmed.fire();
@@ -405,9 +302,9 @@ export class Dispatcher {
       for (const [strategy, group] of this.byStrategy(tasks)) await strategy.giveBack(group);
       this.logger.info({ count: tasks.length, why }, 'handed claimed tasks back to PENDING');
     } catch (error) {
-      this.hooks.onError('handing claimed tasks back failed; the reaper will requeue them', error);
+      this.onError('handing claimed tasks back failed; the reaper will requeue them', error);
     }
-    this.release(tasks.map((t) => t.id));
+    this.ledger.release(tasks.map((t) => t.id));
   }
 
   /**
@@ -416,9 +313,9 @@ export class Dispatcher {
    */
   private dispatch(): void {
     if (!this.active || this.starts.size > 0) return;
-    const free = this.options.concurrency - this.executor.running - this.starting;
+    const free = this.ledger.freeSlots();
     if (free <= 0 || this.waiting.length === 0) return;
-    const active = this.countByName(['starting', 'running']);
+    const active = this.ledger.countByName(['starting', 'running']);
     const batch: ClaimedTaskRow[] = [];
     const rest: ClaimedTaskRow[] = [];
     const now = Date.now();
@@ -438,16 +335,17 @@ export class Dispatcher {
     }
     if (batch.length === 0) return;
     this.waiting = rest;
-    for (const task of batch) this.setPhase(task.id, 'starting');
-    this.starting += batch.length;
+    for (const task of batch) this.ledger.setPhase(task.id, 'starting');
+    // All of them: the batch is no larger than the free slots.
+    this.ledger.reserve(batch.length);
     const start: Promise<void> = this.startBatch(batch)
       .catch((error: unknown) => {
         // The start statement failed: these tasks stay CLAIMED until the reaper hands them back to PENDING.
-        this.hooks.onError('starting claimed tasks failed', error);
-        this.release(batch.map((t) => t.id));
+        this.onError('starting claimed tasks failed', error);
+        this.ledger.release(batch.map((t) => t.id));
       })
       .finally(() => {
-        this.starting -= batch.length;
+        this.ledger.unreserve(batch.length);
         this.starts.delete(start);
         this.scheduleDispatch();
       });
@@ -466,7 +364,7 @@ export class Dispatcher {
   }
 
   private defer({ started, deferred, waitsFor, retryAt }: PrefetchedStart): void {
-    for (const task of deferred) this.setPhase(task.id, 'claimed');
+    for (const task of deferred) this.ledger.setPhase(task.id, 'claimed');
     this.waiting.unshift(...deferred);
     if (waitsFor === 'room') {
       if (started.length > 0) this.capRetryMs = 0;
@@ -514,16 +412,4 @@ export class Dispatcher {
     if (this.capRetryTimer) clearTimeout(this.capRetryTimer);
     this.capRetryTimer = null;
   }
-
-  private countByName(phases: Phase[]): Map<string, number> {
-    const counts = new Map<string, number>();
-    for (const { row, phase } of this.held.values()) {
-      if (phases.includes(phase)) counts.set(row.task_name, (counts.get(row.task_name) ?? 0) + 1);
-    }
-    return counts;
-  }
-}
-
-function owned(row: ClaimedTaskRow): OwnedTask {
-  return { id: row.id, generation: row.claim_generation };
 }

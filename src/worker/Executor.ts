@@ -11,7 +11,7 @@
  *                                 └─ shutdown          └─ cancelled        → CANCELLED
  *
  * A handler that finishes through `ctx.transaction` (see TransactionalFinish.ts) has its COMPLETED outcome written in
- * its own transaction: the run then reports it as written (`onCommitted`) instead of handing it to the completer.
+ * its own transaction: the run then reports it as written (`committed`) instead of handing it to the completer.
  *
  * A stop (timeout, cancel, shutdown) fires the handler's AbortSignal and gives it `abortGraceMs` to return. A
  * handler that ignores the signal is left behind: its outcome is decided without it, its slot is freed, and the
@@ -36,7 +36,10 @@ import type { TransactionalFinish, TransactionalRun, TransactionVerdict } from '
 import { settlesWithin } from './timing.js';
 import type { TaskTracer } from '../tracing/TaskTracer.js';
 import { ProgressReporter } from './ProgressReporter.js';
-import { HandlerSlots } from './HandlerSlots.js';
+import type { SlotLedger } from './SlotLedger.js';
+import type { Completer } from './Completer.js';
+import type { ClaimStrategies } from './claim/ClaimStrategy.js';
+import type { FlowGuard } from './FlowGuard.js';
 import { toCanonicalJson } from '../json.js';
 import type { JsonValue } from '../types.js';
 
@@ -47,26 +50,31 @@ import type { JsonValue } from '../types.js';
  */
 export type StopReason = 'timeout' | 'cancel' | 'shutdown' | 'release' | 'lost';
 
-/** What the executor calls back into. */
-export interface ExecutorHooks {
-  /**
-   * A task will not run here (expired, lost, or `stopped`: its workflow was paused or cancelled, and the task was
-   * handed back before it ran); its slot is free.
-   */
-  onSkipped(task: ClaimedTaskRow, reason: 'expired' | 'lost' | 'stopped'): void;
+/** What a run reports as it goes (the worker's events and run metrics: RunReports). */
+export interface RunReporter {
   /** A run starts; `startedAt` is the database's start time. */
-  onStarted(task: ClaimedTaskRow, attempt: number, startedAt: Date | null): void;
-  /**
-   * A run ended; hand the finish to the completer. `ran` is false for a task started ahead whose handler never
-   * ran (cancelled or handed back while it waited for a slot).
-   */
-  onFinished(finish: TaskFinish, task: ClaimedTaskRow, ran?: boolean): void;
-  /** A run ended whose outcome its transactional finish already committed (`row`): report it as written. */
-  onCommitted(finish: TaskFinish, row: TaskFinishRow, task: ClaimedTaskRow): void;
-  /** An upstream throttled the run (`TASK_THROTTLED`): pause its rate limiters before its finish is written. */
-  onThrottled?(task: ClaimedTaskRow, retryAfterMs: number): Promise<void>;
-  /** Started tasks waited `holdMs` for a slot and are being handed back to PENDING. */
-  onHeldTooLong?(ids: string[]): void;
+  started(task: ClaimedTaskRow, attempt: number, startedAt: Date | null): void;
+  /** A handler returned (or was left behind): its finish goes to the completer. */
+  ran(finish: TaskFinish): void;
+  /** `good_until` passed before the task started: EXPIRED, no attempt. */
+  expired(task: ClaimedTaskRow): void;
+  /** A run ended whose outcome its transactional finish already committed (`row`). */
+  committed(finish: TaskFinish, row: TaskFinishRow): void;
+  /** Its workflow was paused or cancelled: the task was handed back before it ran. */
+  stopped(task: ClaimedTaskRow): void;
+}
+
+/** What an executor works with. */
+export interface ExecutorParts {
+  /** Phases of the runs, and the handler slots of tasks started ahead. */
+  ledger: SlotLedger;
+  /** Where finishes go to be written. */
+  completer: Pick<Completer, 'add'>;
+  /** Whose `writesAtOnce` says a finish holds room others wait for. */
+  strategies: ClaimStrategies;
+  /** Pauses the rate limiters of a run an upstream throttled. */
+  flow: Pick<FlowGuard, 'pause'>;
+  reports: RunReporter;
 }
 
 /** Settings of an {@link Executor}. */
@@ -80,12 +88,6 @@ export interface ExecutorOptions {
   synchronousStarts: boolean;
   /** Random source for backoff jitter (tests inject one). */
   random?: RandomSource;
-  /**
-   * Handlers that may run at once, when the claim starts tasks beyond the free slots (`startPrefetched`): runs
-   * past it wait for a slot, RUNNING already. Null: every launched run starts at once (the dispatcher launches
-   * no more than the free slots).
-   */
-  slots?: { size: number; holdMs: number } | null;
   /** Spans for runs; null or absent when tracing is off. */
   tracer?: TaskTracer | null;
 }
@@ -122,7 +124,7 @@ export class Executor {
   private readonly pending = new Set<Promise<void>>();
   /** Progress reporters of runs that reported progress (made on a run's first `ctx.progress()`). */
   private readonly progress = new Map<string, ProgressReporter>();
-  private readonly slots: HandlerSlots | null;
+  private readonly ledger: SlotLedger;
   /** {@link reportProgress}, as the handlers' contexts call it. */
   private readonly reportProgressOf = (task: ClaimedTaskRow, json: string): void =>
     this.reportProgress(task, json);
@@ -132,17 +134,19 @@ export class Executor {
     private readonly registry: ReadonlyMap<string, TaskDefinition<StandardSchemaV1, unknown>>,
     private readonly logger: Logger,
     private readonly options: ExecutorOptions,
-    private readonly hooks: ExecutorHooks,
+    private readonly parts: ExecutorParts,
     private readonly pool: ThreadPool | null = null,
     private readonly transactions: TransactionalFinish | null = null,
   ) {
-    const slots = options.slots ?? null;
-    this.slots = slots
-      ? new HandlerSlots(slots.size, slots.holdMs, (ids) => {
-          this.hooks.onHeldTooLong?.(ids);
-          for (const id of ids) this.stop(id, 'release');
-        })
-      : null;
+    this.ledger = parts.ledger;
+    // Runs started ahead that found no handler slot in time go back to PENDING, unrun.
+    this.ledger.on('heldTooLong', (ids) => {
+      this.logger.info(
+        { count: ids.length, why: 'no slot freed for them within prefetchHoldMs' },
+        'handing started tasks back to PENDING',
+      );
+      for (const id of ids) this.stop(id, 'release');
+    });
   }
 
   /** Number of runs now (leaked ones excluded), with those started ahead that wait for a slot. */
@@ -155,8 +159,7 @@ export class Executor {
    * back, as claimed tasks do).
    */
   releaseWaiting(): void {
-    for (const id of this.slots?.waitingIds() ?? []) this.stop(id, 'release');
-    this.slots?.close();
+    for (const id of this.ledger.waitingForSlot()) this.stop(id, 'release');
   }
 
   /** Ids of the tasks running now. */
@@ -174,17 +177,21 @@ export class Executor {
           { taskId: task.id },
           'claim was superseded or cancelled before the task started; not running it',
         );
-        this.hooks.onSkipped(task, 'lost');
+        this.ledger.release([task.id]);
       } else if (row.status === 'EXPIRED') {
-        this.hooks.onSkipped(task, 'expired');
+        this.parts.reports.expired(task);
+        this.ledger.release([task.id]);
       } else if (row.status === 'STOPPED') {
         this.logger.info(
           { taskId: task.id, workflowId: task.workflow_id, code: 'WORKFLOW_STOPPED' },
           'its workflow is paused or cancelled: handed back before it ran',
         );
-        this.hooks.onSkipped(task, 'stopped');
+        this.ledger.release([task.id]);
+        // Its workflow's step gives the node back (READY, the never-run task withdrawn).
+        this.parts.reports.stopped(task);
       } else {
-        this.hooks.onStarted(task, row.attempt, row.started_at);
+        this.ledger.setPhase(task.id, 'running');
+        this.parts.reports.started(task, row.attempt, row.started_at);
         const run = this.run(task, row.attempt);
         this.pending.add(run);
         void run.finally(() => this.pending.delete(run));
@@ -222,19 +229,19 @@ export class Executor {
         'UNHANDLED_ERROR',
         `task "${task.task_name}" is not registered in this worker`,
       );
-      this.hooks.onFinished(this.toFinish(task, error, null, null), task);
+      this.finished(this.toFinish(task, error, null, null), task, true);
       return;
     }
     const stops = new Run(task.task_name);
     this.runs.set(task.id, stops);
-    const slot = this.slots?.take(task.id) ?? null;
+    const slot = this.ledger.takeSlot(task.id);
     if (slot) {
       const waited = await stops.until(slot);
       if (waited !== undefined) {
         // Stopped before its handler was called: a cancel cancels it, anything else hands it back unrun.
-        this.slots?.withdraw(task.id);
+        this.ledger.withdrawSlot(task.id);
         this.runs.delete(task.id);
-        this.hooks.onFinished(this.unrunFinish(task, definition, waited), task, false);
+        this.finished(this.unrunFinish(task, definition, waited), task, false);
         return;
       }
     }
@@ -304,7 +311,7 @@ export class Executor {
     } finally {
       if (timer) clearTimeout(timer);
       this.runs.delete(task.id);
-      this.slots?.release();
+      this.ledger.freeSlot();
     }
     // The last progress the handler reported is stored before its outcome is handed over.
     const progress = this.progress.get(task.id);
@@ -312,11 +319,21 @@ export class Executor {
       this.progress.delete(task.id);
       await progress.close();
     }
-    if (finish.status === 'THROTTLED') await this.hooks.onThrottled?.(task, finish.retryDelayMs);
+    if (finish.status === 'THROTTLED') await this.parts.flow.pause(task, finish.retryDelayMs);
     span?.end(verdict?.kind === 'committed' ? verdict.finish : finish);
     // After the slot is free, so the worker can start the next task at once.
-    if (verdict?.kind === 'committed') this.hooks.onCommitted(verdict.finish, verdict.row, task);
-    else this.hooks.onFinished(finish, task);
+    if (verdict?.kind === 'committed') {
+      this.ledger.ended(task.id, true);
+      this.parts.reports.committed(verdict.finish, verdict.row);
+    } else this.finished(finish, task, true);
+  }
+
+  // A run ended (`ran`: its handler ran, not a task started ahead and stopped while it waited for a slot): its
+  // finish goes to the completer, written at once when it holds room others wait for (a cap, a group limit).
+  private finished(finish: TaskFinish, task: ClaimedTaskRow, ran: boolean): void {
+    if (ran) this.parts.reports.ran(finish);
+    this.parts.completer.add(finish, this.parts.strategies.of(task.queue_name).writesAtOnce);
+    this.ledger.ended(finish.id, ran);
   }
 
   private async executeOnThread(

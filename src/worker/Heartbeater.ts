@@ -7,7 +7,9 @@
 import type { Database } from '../db/Database.js';
 import { HeartbeatInsertMany } from '../db/liveness.js';
 import type { HeartbeatRole } from '../db/liveness.js';
-import type { OwnedTask, WorkerIdentity } from '../db/tasks.js';
+import type { WorkerIdentity } from '../db/tasks.js';
+import type { WorkerSink } from './events.js';
+import type { SlotLedger } from './SlotLedger.js';
 
 /** Settings of a {@link Heartbeater}. */
 export interface HeartbeaterOptions {
@@ -20,15 +22,6 @@ export interface HeartbeaterOptions {
   maxClaimAgeMs: number;
 }
 
-/** What the heartbeater calls back into. */
-export interface HeartbeaterHooks {
-  /** The tasks to beat for, per role. */
-  owned(role: HeartbeatRole): OwnedTask[];
-  /** Tasks sent in a beat but no longer owned in the database. */
-  onLost(role: HeartbeatRole, ids: string[]): void;
-  onError(error: unknown): void;
-}
-
 /** Sends a worker's heartbeats. */
 export class Heartbeater {
   private timers: NodeJS.Timeout[] = [];
@@ -37,12 +30,15 @@ export class Heartbeater {
   constructor(
     private readonly db: Database,
     private readonly options: HeartbeaterOptions,
-    private readonly hooks: HeartbeaterHooks,
+    /** The tasks to beat for, per role. */
+    private readonly held: Pick<SlotLedger, 'owned'>,
+    /** Told of tasks sent in a beat but no longer owned in the database. */
+    private readonly sink: Pick<WorkerSink, 'onLost' | 'fail'>,
   ) {}
 
   /** One beat for one role. Resolves to the ids confirmed as still owned. */
   async runOnce(role: HeartbeatRole): Promise<string[]> {
-    const tasks = this.hooks.owned(role);
+    const tasks = this.held.owned(role);
     if (tasks.length === 0) return [];
     const rows = await this.db.run(HeartbeatInsertMany, {
       worker: this.options.identity,
@@ -53,7 +49,7 @@ export class Heartbeater {
     });
     const confirmed = new Set(rows.map((r) => r.id));
     const lost = tasks.filter((t) => !confirmed.has(t.id)).map((t) => t.id);
-    if (lost.length > 0) this.hooks.onLost(role, lost);
+    if (lost.length > 0) this.sink.onLost(role, lost);
     return [...confirmed];
   }
 
@@ -62,7 +58,7 @@ export class Heartbeater {
     if (this.timers.length > 0) return;
     const every = (role: HeartbeatRole, ms: number): NodeJS.Timeout => {
       const timer = setInterval(() => {
-        const beat = this.runOnce(role).catch((error: unknown) => this.hooks.onError(error));
+        const beat = this.runOnce(role).catch((error: unknown) => this.sink.fail('heartbeat failed', error));
         this.inFlight.add(beat);
         void beat.finally(() => this.inFlight.delete(beat));
       }, ms);

@@ -1,13 +1,25 @@
 /**
- * The claim loop. Claims up to the worker's free capacity, queue by queue through each queue's claim strategy, then
- * sleeps until a notification, a freed slot (when more work may be waiting) or the poll interval, whichever comes
- * first. Where the strategy and the dispatcher allow, the claim also starts as many of the claimed tasks as there
- * are free slots (those go from PENDING to RUNNING in one row update).
+ * The producer: the one source of work of a worker. It claims from the worker's queues, queue by queue through each
+ * queue's claim strategy, up to what the SlotLedger says the worker may hold; it takes the tasks that sends hand to
+ * the worker while it is idle (Handoff); and it starts what it claimed as slots free up (its start queue, the
+ * Dispatcher). Where the strategy allows, a claim also starts as many of the tasks it takes as there are free slots
+ * (PENDING to RUNNING in one row update). Between passes it sleeps until a notification, a freed slot (when more
+ * work may be waiting) or the poll interval, whichever comes first.
  */
+import type { StandardSchemaV1 } from '@standard-schema/spec';
+import type { Logger } from 'pino';
+import type { TaskDefinition } from '../client/TaskDefinition.js';
+import type { Database } from '../db/Database.js';
+import { channels } from '../db/Listener.js';
+import type { Listener } from '../db/Listener.js';
+import type { HeartbeatRole } from '../db/liveness.js';
 import type { ClaimAndStartRow, ClaimedTaskRow, WorkerIdentity } from '../db/tasks.js';
 import type { ClaimStrategies, ClaimStrategy } from './claim/ClaimStrategy.js';
-import type { StartedWithClaim } from './Dispatcher.js';
-import type { Handoff } from './Handoff.js';
+import { Dispatcher } from './Dispatcher.js';
+import type { DispatcherSignals, Launcher, StartedWithClaim } from './Dispatcher.js';
+import type { WorkerSink } from './events.js';
+import { Handoff } from './Handoff.js';
+import type { SlotLedger } from './SlotLedger.js';
 import { TestSignal } from './TestSignal.js';
 
 /** Points of the producer a test can wait for (see TestSignal). */
@@ -18,6 +30,8 @@ export interface ProducerSignals {
   noHandoff: TestSignal;
   /** Room may have opened under the caps (a task_done heard, a task released here, a poll). */
   roomMayHaveOpened: TestSignal;
+  /** A claim pass of the loop ended (with its hand-off registration, if it made one): the tasks it claimed. */
+  passed: TestSignal<number>;
 }
 
 /** Settings of a {@link Producer}. */
@@ -28,34 +42,21 @@ export interface ProducerOptions {
   pollIntervalMs: number;
   leaseMs: number;
   identity: WorkerIdentity;
-  /**
-   * Free slots needed before a freed slot triggers another claim while work is still running. Claiming in
-   * batches costs one round trip per batch instead of one per task; an idle worker claims at once regardless.
-   * Read at each decision (it follows the tasks held ahead with `prefetch: 'auto'`).
-   */
-  refillThreshold: () => number;
+  /** Take single sends handed to the worker while it is idle (see Handoff). */
+  handoff: boolean;
+  /** Claimed tasks waiting longer than this for a slot go back to PENDING (`prefetchHoldMs`); 0: never. */
+  holdMs: number;
 }
 
-/** What the producer calls back into. */
-export interface ProducerHooks {
-  /** Free slots right now. */
-  capacity(): number;
-  /** True when the worker holds no task at all. */
-  idle(): boolean;
-  /** Task names worth claiming now (registered, and not at their per-worker limit). */
-  claimableTaskNames(): string[];
-  /** Free slots reserved for tasks of `queue` that the claim itself starts (0: the claim only claims). */
-  reserveStarts(queue: string, max: number): number;
-  /**
-   * The claims of `queue` start what they take ahead of the free slots: a claim takes no more than it reserved,
-   * so that nothing it takes is left only claimed.
-   */
-  startsAhead(queue: string): boolean;
-  /** Gives back a reservation after a failed claim. */
-  cancelReservation(reserved: number): void;
-  /** Claimed tasks, in claim order, and those of them the claim started. */
-  onClaimed(tasks: ClaimedTaskRow[], started?: StartedWithClaim): void;
-  onError(error: unknown): void;
+/** What a producer works with. */
+export interface ProducerParts {
+  db: Database;
+  ledger: SlotLedger;
+  strategies: ClaimStrategies;
+  /** Runs what the producer starts. */
+  executor: Launcher;
+  tasks: ReadonlyMap<string, TaskDefinition<StandardSchemaV1, unknown>>;
+  logger: Logger;
 }
 
 /** One queue's claim: what it took, what of it the claim started, and how many tasks it asked for. */
@@ -80,16 +81,118 @@ export class Producer {
     noRoom: new TestSignal(),
     noHandoff: new TestSignal(),
     roomMayHaveOpened: new TestSignal(),
+    passed: new TestSignal<number>(),
   };
+
+  /** Sends hand tasks to this worker while it is idle (see Handoff): taken back before each claim. */
+  private readonly handoff: Handoff | null;
+  /** Claimed tasks waiting for a slot, and their starts. */
+  private readonly dispatcher: Dispatcher;
+  private readonly ledger: SlotLedger;
+  /** How each queue is claimed; a capped queue without room is left out of passes until room may have opened. */
+  private readonly strategies: ClaimStrategies;
 
   constructor(
     private readonly options: ProducerOptions,
-    private readonly hooks: ProducerHooks,
-    /** How each queue is claimed; a capped queue without room is left out of passes until room may have opened. */
-    private readonly strategies: ClaimStrategies,
-    /** Sends hand tasks to this worker while it is idle (see Handoff): taken back before each claim. */
-    private readonly handoff: Handoff | null = null,
-  ) {}
+    parts: ProducerParts,
+    private readonly sink: Pick<WorkerSink, 'emit' | 'fail'>,
+  ) {
+    const { db, ledger, strategies, executor, tasks, logger } = parts;
+    this.ledger = ledger;
+    this.strategies = strategies;
+    const { pollIntervalMs: retryMs, holdMs } = options;
+    this.dispatcher = new Dispatcher(
+      ledger,
+      executor,
+      strategies,
+      tasks,
+      { retryMs, holdMs },
+      logger,
+      (what, error) => sink.fail(what, error),
+    );
+    this.handoff = options.handoff
+      ? new Handoff(
+          db,
+          { identity: options.identity, leaseMs: options.leaseMs },
+          {
+            reserveStarts: (queue, max) => this.dispatcher.reserveStarts(queue, max),
+            cancelReservation: (reserved) => this.dispatcher.cancelReservation(reserved),
+            onClaimed: (rows, started) => this.claimed(rows, started),
+            known: () => ledger.heldIds(),
+            refill: () => this.refillIdleSlots(),
+          },
+        )
+      : null;
+    // A run ended: its successor starts, and a claim follows if enough slots are free. Tasks left the worker: room
+    // may have opened under the caps too.
+    ledger.on('freed', () => {
+      this.dispatcher.scheduleDispatch();
+      this.wake(false);
+    });
+    ledger.on('released', (ids) => {
+      this.dispatcher.released(ids);
+      this.capRoomMayHaveOpened();
+      this.wake(false);
+    });
+  }
+
+  /** The start queue's points a test can wait for. */
+  get startSignals(): DispatcherSignals {
+    return this.dispatcher.signals;
+  }
+
+  /** The session lock the worker's LISTEN connection holds for hand-offs (see Handoff), if it takes them. */
+  get handoffLock(): string | undefined {
+    return this.handoff?.lockKey;
+  }
+
+  /** The channel sends hand tasks over on, if the worker takes them. */
+  get handoffChannel(): string | null {
+    return this.handoff?.channel ?? null;
+  }
+
+  /**
+   * Follows the worker's LISTEN connection: a notification on a queue channel (or on task_done, heard only when caps
+   * are set: room may have opened under a cap) asks for a claim pass; one on the hand-off channel is a task a send
+   * handed over; after a reconnect, notifications may have been missed, so claim at once.
+   */
+  listenTo(listener: Listener, schema: string, logger: Logger): void {
+    const cancelChannel = channels.taskCancel(schema);
+    const doneChannel = channels.taskDone(schema);
+    listener.on('notification', (channel, payload) => {
+      if (channel === cancelChannel) return;
+      if (channel === this.handoff?.channel) return this.handoff.received(payload);
+      if (channel === doneChannel) {
+        this.dispatcher.capRoomMayHaveOpened();
+        this.capRoomMayHaveOpened();
+      }
+      this.wake();
+    });
+    listener.on('reconnect', () => {
+      logger.info('LISTEN connection back');
+      this.handoff?.reconnected();
+      this.capRoomMayHaveOpened();
+      this.wake();
+    });
+    listener.on('error', (error) => logger.warn({ err: error }, 'LISTEN connection lost; reconnecting'));
+  }
+
+  /**
+   * Of `ids` reported lost by a heartbeat of `role`, those still in the beaten phase; lost tasks that had not
+   * started are forgotten, running ones are left to the caller.
+   */
+  takeLost(role: HeartbeatRole, ids: string[]): string[] {
+    return this.dispatcher.takeLost(role, ids);
+  }
+
+  // Claimed tasks (and those the claim started) go to the start queue.
+  private claimed(rows: ClaimedTaskRow[], started?: StartedWithClaim): void {
+    this.sink.emit(
+      'task:claimed',
+      rows.map((t) => t.id),
+    );
+    this.dispatcher.add(rows, started);
+  }
 
   /**
    * One claim pass: claims up to min(free capacity, maxClaimBatch) tasks, from the queues in their configured
@@ -101,8 +204,8 @@ export class Producer {
     const likely = this.moreLikely;
     this.moreLikely = false;
     await this.handoff?.take();
-    const limit = Math.min(this.hooks.capacity(), this.options.maxClaimBatch);
-    const taskNames = this.hooks.claimableTaskNames();
+    const limit = Math.min(this.ledger.capacity(), this.options.maxClaimBatch);
+    const taskNames = this.dispatcher.claimableTaskNames();
     if (limit <= 0 || taskNames.length === 0) {
       this.moreLikely ||= likely;
       return [];
@@ -126,7 +229,7 @@ export class Producer {
       dry &&= rows.length < claim.asked;
       if (rows.length === 0) continue;
       claimed.push(...rows);
-      this.hooks.onClaimed(rows, started);
+      this.claimed(rows, started);
       if (claimed.length === limit) {
         this.moreLikely = true;
         break;
@@ -141,8 +244,8 @@ export class Producer {
    * statement that replaces it (a claim pass would take it back first, and a send meanwhile would find none).
    */
   refillIdleSlots(): void {
-    this.offerIdleSlots(this.hooks.claimableTaskNames(), true).catch((error: unknown) =>
-      this.hooks.onError(error),
+    this.offerIdleSlots(this.dispatcher.claimableTaskNames(), true).catch((error: unknown) =>
+      this.sink.fail('claim failed', error),
     );
   }
 
@@ -153,7 +256,7 @@ export class Producer {
     if (this.handoff === null) return this.signals.noHandoff.fire();
     if (!this.running) return;
     const queues = this.options.queues.filter((q) => this.strategies.of(q).kind === 'plain');
-    if (queues.length > 0) await this.handoff.register(queues, taskNames, this.hooks.capacity(), renew);
+    if (queues.length > 0) await this.handoff.register(queues, taskNames, this.ledger.capacity(), renew);
   }
 
   // A claim that starts up to the slots reserved for it: the rows it wrote RUNNING are launched at once; a failed
@@ -164,8 +267,8 @@ export class Producer {
     taskNames: string[],
     wanted: number,
   ): Promise<Claim> {
-    const reserved = this.hooks.reserveStarts(queue, wanted);
-    const ahead = this.hooks.startsAhead(queue);
+    const reserved = this.dispatcher.reserveStarts(queue, wanted);
+    const ahead = this.dispatcher.startsAhead(queue);
     if (reserved === 0 && ahead) {
       // No slot to start into right now (what the worker holds ahead shrank since the pass began): the next freed
       // slot asks again.
@@ -177,14 +280,14 @@ export class Producer {
     try {
       rows = await strategy.claim(this.claimParams(queue, taskNames, limit), reserved);
     } catch (error) {
-      this.hooks.cancelReservation(reserved);
+      this.dispatcher.cancelReservation(reserved);
       throw error;
     }
     // A claim that took all it asked for suggests more work, also when it asked for less than the pass wanted.
     if (rows.length === limit) this.moreLikely = true;
     const running = rows.filter((r) => r.status === 'RUNNING');
     if (running.length === 0) {
-      this.hooks.cancelReservation(reserved);
+      this.dispatcher.cancelReservation(reserved);
       return { rows, started: undefined, asked: limit };
     }
     const started = running.map((r) => ({
@@ -216,7 +319,7 @@ export class Producer {
     if (!hint && this.handoff?.slotFreed()) this.refillIdleSlots();
     if (hint) this.moreLikely = true;
     else if (!this.moreLikely) return;
-    else if (!this.hooks.idle() && this.hooks.capacity() < this.options.refillThreshold()) return;
+    else if (!this.idle() && this.ledger.capacity() < this.ledger.refillThreshold()) return;
     this.woken = true;
     this.wakeUp?.();
   }
@@ -243,8 +346,13 @@ export class Producer {
     this.signals.roomMayHaveOpened.fire();
   }
 
-  /** Stops claiming; resolves when the loop has exited. Idempotent. */
+  /**
+   * Stops claiming and starting: resolves when the loop has exited and the claimed tasks that had not started are
+   * handed back to PENDING (no attempt). Idempotent.
+   */
   async stop(): Promise<void> {
+    this.ledger.close();
+    this.dispatcher.pause();
     for (const timer of this.timers) clearTimeout(timer);
     this.timers.clear();
     this.running = false;
@@ -252,23 +360,30 @@ export class Producer {
     this.wakeUp?.();
     await this.loop;
     // What sends handed over is RUNNING for this worker already: the stop's drain settles it with the rest.
-    await this.handoff?.take().catch((error: unknown) => this.hooks.onError(error));
+    await this.handoff?.take().catch((error: unknown) => this.sink.fail('claim failed', error));
+    await this.dispatcher.stop();
+  }
+
+  // The worker holds no task that takes a slot.
+  private idle(): boolean {
+    return this.ledger.busy === 0;
   }
 
   private async run(): Promise<void> {
     while (this.running) {
       this.woken = false;
       let full = false;
-      if (this.hooks.capacity() <= 0) this.signals.noRoom.fire();
+      if (this.ledger.capacity() <= 0) this.signals.noRoom.fire();
       else {
         try {
-          const requested = Math.min(this.hooks.capacity(), this.options.maxClaimBatch);
+          const requested = Math.min(this.ledger.capacity(), this.options.maxClaimBatch);
           const rows = await this.runOnce();
+          this.signals.passed.fire(rows.length);
           full = rows.length === requested && requested > 0;
           this.failures = 0;
         } catch (error) {
           this.failures += 1;
-          this.hooks.onError(error);
+          this.sink.fail('claim failed', error);
           await this.sleep(
             Math.min(this.options.pollIntervalMs, 50 * 2 ** Math.min(this.failures, 8)),
             false,
@@ -278,7 +393,7 @@ export class Producer {
       }
       // A full claim suggests more work: claim again at once, but only for a batch worth a statement (slots free
       // up one by one as runs end; a claim per few of them would cost more than it brings).
-      if (full && (this.hooks.idle() || this.hooks.capacity() >= this.options.refillThreshold())) continue;
+      if (full && (this.idle() || this.ledger.capacity() >= this.ledger.refillThreshold())) continue;
       if (!this.woken && this.running) {
         await this.sleep(this.options.pollIntervalMs, true);
         // A poll: room may have opened with no sign of it (the lease of a dead worker's claim ran out).

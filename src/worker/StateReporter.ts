@@ -7,19 +7,14 @@ import type { Database } from '../db/Database.js';
 import { WorkerStateDelete, WorkerStateInsert } from '../db/liveness.js';
 import type { WorkerSnapshot } from '../db/liveness.js';
 import type { ResolvedWorkerConfig } from './config.js';
+import type { WorkerSink } from './events.js';
+import type { SlotLedger } from './SlotLedger.js';
 
 /** What does not change over a worker's life: everything in a snapshot but the counts and resource use. */
 export type WorkerSnapshotStatic = Omit<
   WorkerSnapshot,
   'tasksRunning' | 'tasksClaimed' | 'memoryUsageMb' | 'cpuPercent' | 'memoryPercent' | 'workerStartedAt'
 >;
-
-/** What the reporter calls back into. */
-export interface StateReporterHooks {
-  /** Tasks held now, claimed (not yet started) and running. */
-  counts(): { claimed: number; running: number };
-  onError(error: unknown): void;
-}
 
 /**
  * Reports one worker's state. A worker that stops cleanly retires its snapshots: left behind, its last one would
@@ -37,7 +32,9 @@ export class StateReporter {
     private readonly db: Database,
     private readonly intervalMs: number,
     private readonly fixed: WorkerSnapshotStatic,
-    private readonly hooks: StateReporterHooks,
+    /** Tasks held now, claimed (not yet started) and running. */
+    private readonly held: Pick<SlotLedger, 'counts'>,
+    private readonly sink: Pick<WorkerSink, 'fail'>,
   ) {}
 
   /** The fixed part of a worker's snapshots: its identity, queues, caps and settings. */
@@ -83,7 +80,7 @@ export class StateReporter {
     this.lastCpu = process.cpuUsage();
     this.lastAt = now;
     const rss = process.memoryUsage.rss();
-    const counts = this.hooks.counts();
+    const counts = this.held.counts();
     const full: WorkerSnapshot = {
       ...this.fixed,
       tasksRunning: counts.running,
@@ -102,7 +99,9 @@ export class StateReporter {
     this.startedAt = new Date();
     if (this.timer || this.intervalMs <= 0) return;
     const report = (): void => {
-      this.reporting = this.runOnce().catch((error: unknown) => this.hooks.onError(error));
+      this.reporting = this.runOnce().catch((error: unknown) =>
+        this.sink.fail('worker snapshot failed', error),
+      );
     };
     report();
     this.timer = setInterval(report, this.intervalMs);

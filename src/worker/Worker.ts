@@ -1,7 +1,7 @@
 /**
- * A worker, assembled from services (see `assembly.ts` for the wiring): the Producer claims tasks of its queues,
- * the Dispatcher holds them and starts them as slots free up, the Executor runs them, the Completer writes their
- * outcomes (then the finish hooks follow), the Heartbeater keeps the claims alive, the CancelWatcher stops
+ * A worker, assembled from services (see `assembly.ts` for the composition): the SlotLedger counts what it holds,
+ * the Producer claims tasks of its queues (and takes those sends hand over) and starts them as slots free up, the
+ * Executor runs them, the Completer writes their outcomes (then the finish hooks follow), the Heartbeater keeps the claims alive, the CancelWatcher stops
  * handlers whose task was cancelled, the StateReporter writes snapshots, and the MaintenanceLeader campaigns for
  * the maintenance leadership and, while elected, runs the services listed in `recovery/services.ts`.
  *
@@ -31,7 +31,7 @@ import type { CompleterResult } from './Completer.js';
 import { resolveWorkerConfig } from './config.js';
 import type { ResolvedWorkerConfig, WorkerConfig } from './config.js';
 import { settlesWithin } from './timing.js';
-import type { Dispatcher } from './Dispatcher.js';
+import type { DispatcherSignals } from './Dispatcher.js';
 import type { ProducerSignals } from './Producer.js';
 import { WorkflowStepper } from '../workflow/step.js';
 
@@ -74,11 +74,9 @@ export class Worker extends EventEmitter<WorkerEvents> {
     );
     this.finishHooks = [(written) => this.workflows.add(written)];
     this.parts = assemble(host, this.config, this.logger, {
-      accepting: () => this.state === 'running',
       emit: this.emit.bind(this),
       fail: (what, error) => this.fail(what, error),
       onLost: (role, ids) => this.onLost(role, ids),
-      cancel: (id) => this.cancel(id),
       onSettled: (result, finishes) => this.onSettled(result, finishes),
       afterFinish: (written) => this.follow(written),
     });
@@ -91,20 +89,20 @@ export class Worker extends EventEmitter<WorkerEvents> {
 
   /** Tasks held now (claimed, running, or finished but not yet written). */
   get heldTasks(): number {
-    return this.parts.dispatcher.size;
+    return this.parts.ledger.size;
   }
 
   /** Tasks held now that take a slot: claimed or running (at most `maxClaimPerWorker`). */
   get activeTasks(): number {
-    return this.parts.dispatcher.busy;
+    return this.parts.ledger.busy;
   }
 
   /**
    * Points of the claim side a test can wait for, off unless the test enables them (see TestSignal).
    * @internal
    */
-  get testSignals(): { producer: ProducerSignals; dispatcher: Dispatcher['signals'] } {
-    return { producer: this.parts.producer.signals, dispatcher: this.parts.dispatcher.signals };
+  get testSignals(): { producer: ProducerSignals; dispatcher: DispatcherSignals } {
+    return { producer: this.parts.producer.signals, dispatcher: this.parts.producer.startSignals };
   }
 
   /** True while this worker runs maintenance for the cluster. */
@@ -140,14 +138,15 @@ export class Worker extends EventEmitter<WorkerEvents> {
     }
     if (this.state !== 'starting') return;
     this.state = 'running';
-    const { listener, caps, handoff, services } = this.parts;
+    const { listener, caps, producer, services } = this.parts;
+    const handoff = producer.handoffChannel;
     const schema = this.host.db.schema;
     const capped = this.config.queues.some((q) => caps.applies(q));
     await Promise.all([
       ...this.config.queues.map((q) => listener.listen(channels.taskQueue(schema, q))),
       listener.listen(channels.taskCancel(schema)),
       ...(capped ? [listener.listen(channels.taskDone(schema))] : []),
-      ...(handoff ? [listener.listen(handoff.channel)] : []),
+      ...(handoff ? [listener.listen(handoff)] : []),
     ]);
     for (const service of services) service.start();
     checkNotifyInBackground(this.host.db, this.logger, () => this.state === 'running');
@@ -179,15 +178,13 @@ export class Worker extends EventEmitter<WorkerEvents> {
   }
 
   private async shutdown(): Promise<void> {
-    const { producer, dispatcher, completer, services, leader, reporter, listener, pool } = this.parts;
+    const { producer, ledger, completer, services, leader, reporter, listener, pool } = this.parts;
     const wasRunning = this.state === 'running';
     this.state = 'stopping';
     completer.hurry();
     if (wasRunning) {
-      this.logger.info({ held: dispatcher.size }, 'worker stopping: no new claims');
-      dispatcher.pause();
+      this.logger.info({ held: ledger.size }, 'worker stopping: no new claims');
       await producer.stop();
-      await dispatcher.stop();
       await this.drain();
     }
     completer.stop();
@@ -231,18 +228,11 @@ export class Worker extends EventEmitter<WorkerEvents> {
   }
 
   private onLost(role: HeartbeatRole, ids: string[]): void {
-    const lost = this.parts.dispatcher.takeLost(role, ids);
+    const lost = this.parts.producer.takeLost(role, ids);
     if (lost.length === 0) return;
     this.logger.warn({ taskIds: lost, role }, 'claims lost to another worker or the reaper');
     this.emit('task:lost', lost);
     for (const id of lost) this.parts.executor.stop(id, 'lost');
-  }
-
-  private cancel(id: string): boolean {
-    if (!this.parts.executor.stop(id, 'cancel')) return false;
-    this.logger.info({ taskId: id }, 'cancel requested: stopping the handler');
-    this.emit('task:cancelling', id);
-    return true;
   }
 
   private onSettled(result: CompleterResult, finishes: TaskFinish[]): void {
@@ -257,7 +247,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
     for (const delay of new Set(finishes.filter((f) => retried.has(f.id)).map((f) => f.retryDelayMs))) {
       this.parts.producer.wakeAfter(delay);
     }
-    this.parts.dispatcher.releaseFinished(finishes);
+    this.parts.ledger.releaseFinished(finishes);
     if (result.finished.length > 0 && this.finishHooks.length > 0) {
       const follow = this.follow(result.finished);
       this.following.add(follow);
