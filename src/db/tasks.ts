@@ -238,7 +238,8 @@ export const TaskInsertKeyed = statement<{ tasks: TaskInsert[] }, TaskInsertKeye
      (id, task_name, queue_name, priority, kwargs, status, sent_at, enqueued_at, good_until, max_retries,
       retention_ms, task_options, trace_context, group_key, dedupe_key, dedupe_scope, dedupe_window_ms,
       dedupe_held)
-   SELECT id, task_name, queue_name, priority, kwargs, 'PENDING', COALESCE(sent_at, now()),
+   -- json_to_recordset reads a JSON null as SQL NULL: an input of null is the JSON value.
+   SELECT id, task_name, queue_name, priority, COALESCE(kwargs, 'null'::jsonb), 'PENDING', COALESCE(sent_at, now()),
           COALESCE(run_at, now() + delay_ms * interval '1 millisecond'), good_until, max_retries, retention_ms,
           task_options, trace_context, group_key, dedupe_key, dedupe_scope, dedupe_window_ms, true
    FROM input

@@ -442,6 +442,63 @@ describe('idempotent sends', () => {
   });
 });
 
+describe('a null input', () => {
+  /** How each task's input is stored: the jsonb type of its `kwargs` (SQL NULL would be `null` here, not 'null'). */
+  async function storedTypes(ids: string[]): Promise<(string | null)[]> {
+    const rows = await t.query<{ id: string; type: string | null }>(
+      'SELECT id, jsonb_typeof(kwargs) AS type FROM {{schema}}.horsies_tasks WHERE id = ANY($1::text[])',
+      [ids],
+    );
+    const byId = new Map(rows.map((r) => [r.id, r.type]));
+    return ids.map((id) => byId.get(id) ?? 'missing');
+  }
+
+  function nullTask(label: string) {
+    return app.task({ name: uniqueName(label), input: z.null(), handler: () => 'ran' });
+  }
+
+  it('send stores JSON null, alone, with an explicit id and with an idempotency key', async () => {
+    const task = nullTask('null-send');
+    const handles = [
+      await task.send(null),
+      await task.send(null, { id: randomUUID() }),
+      await task.send(null, { idempotencyKey: randomUUID() }),
+      await task.send(null, { delayMs: 60_000 }),
+    ];
+    expect(await storedTypes(handles.map((h) => h.id))).toEqual(['null', 'null', 'null', 'null']);
+    expect((await app.getTask(handles[0]!.id))?.input).toBeNull();
+  });
+
+  it('sendMany stores JSON null through INSERT (a few), COPY (many) and with keys', async () => {
+    const task = nullTask('null-many');
+    const few = await task.sendMany([{ input: null }, { input: null }, { input: null, id: randomUUID() }]);
+    const many = await task.sendMany(Array.from({ length: 100 }, () => ({ input: null })));
+    const keyed = await task.sendMany([
+      { input: null, idempotencyKey: randomUUID() },
+      { input: null, dedupe: { key: randomUUID() } },
+      { input: null },
+    ]);
+    for (const handles of [few, many, keyed]) {
+      const ids = handles.map((h) => h.id);
+      expect(await storedTypes(ids)).toEqual(ids.map(() => 'null'));
+    }
+  });
+
+  it('send and sendMany inside a transaction store JSON null', async () => {
+    const task = nullTask('null-tx');
+    const client = await t.pool.connect();
+    try {
+      await client.query('BEGIN');
+      const one = await task.send(null, { tx: client });
+      const many = await task.sendMany([{ input: null }, { input: null }], { tx: client });
+      await client.query('COMMIT');
+      expect(await storedTypes([one.id, ...many.map((h) => h.id)])).toEqual(['null', 'null', 'null']);
+    } finally {
+      client.release();
+    }
+  });
+});
+
 describe('sending inside a transaction', () => {
   const selectById = (): string => `SELECT id FROM "${t.schema}".horsies_tasks WHERE id = ANY($1::text[])`;
 

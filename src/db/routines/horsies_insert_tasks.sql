@@ -19,7 +19,8 @@ BEGIN
     INSERT INTO {{schema}}.horsies_tasks
       (id, task_name, queue_name, priority, kwargs, status, sent_at, enqueued_at, good_until, enqueue_sha,
        idempotency_key, max_retries, retention_ms, task_options, trace_context, group_key)
-    SELECT id, task_name, queue_name, priority, kwargs, 'PENDING', COALESCE(sent_at, now()),
+    -- json_to_recordset reads a JSON null as SQL NULL: an input of null is the JSON value.
+    SELECT id, task_name, queue_name, priority, COALESCE(kwargs, 'null'::jsonb), 'PENDING', COALESCE(sent_at, now()),
            COALESCE(run_at, now() + delay_ms * interval '1 millisecond'), good_until, enqueue_sha,
            idempotency_key, max_retries, retention_ms, task_options, trace_context, group_key
     FROM input
