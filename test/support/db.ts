@@ -46,9 +46,10 @@ export interface TestSchema {
  * schema is in a database of its own, created for the file and dropped after it: what vacuum may remove depends on
  * the oldest snapshot of any session in the same database, and the other test files' transactions would hold it.
  * With `migratedTo`, the schema is migrated up to that version only (a test of a later migration applies the rest).
+ * With `unmigrated`, nothing is created: the test migrates (another release's migrator, for one).
  */
 export async function useTestSchema(
-  options: { ownDatabase?: boolean; migratedTo?: number } = {},
+  options: { ownDatabase?: boolean; migratedTo?: number; unmigrated?: boolean } = {},
 ): Promise<TestSchema> {
   const schema = freshSchemaName();
   let url = databaseUrl();
@@ -92,14 +93,14 @@ export async function useTestSchema(
     return app;
   };
   const { migratedTo } = options;
-  if (migratedTo === undefined) await makeApp().migrate();
-  else
+  if (migratedTo !== undefined)
     // As a release of that version left it: its numbered migrations, without the routine files of this one.
     await migrate(
       makeApp().db,
       loadMigrations().filter((m) => m.version <= migratedTo),
       [],
     );
+  else if (!options.unmigrated) await makeApp().migrate();
   const query = async <R extends pg.QueryResultRow>(sql: string, values: unknown[] = []): Promise<R[]> =>
     (await pool.query<R>(sql.replaceAll('{{schema}}', `"${schema}"`), values)).rows;
   return {

@@ -21,14 +21,33 @@ afterAll(() => {
   for (const child of running) child.kill('SIGKILL');
 });
 
-/** Starts `horsies worker <module>` (default `test/fixtures/app.ts`) with the given extra arguments. */
+/**
+ * Starts `horsies worker <module>` (default `test/fixtures/app.ts`) with the given extra arguments. `cli` is the
+ * CLI's entry file (default this checkout's `src/cli/main.ts`; another release's `dist/cli/main.js`); `variables`
+ * are added to the environment.
+ */
 export function startWorkerProcess(
-  env: { databaseUrl: string; schema: string; recovery?: object; appConfig?: object; module?: string },
+  env: {
+    databaseUrl: string;
+    schema: string;
+    recovery?: object;
+    appConfig?: object;
+    module?: string;
+    cli?: string;
+    variables?: Record<string, string>;
+  },
   args: string[] = [],
 ): WorkerProcess {
   const child = spawn(
     process.execPath,
-    ['--import', 'tsx', 'src/cli/main.ts', 'worker', env.module ?? 'test/fixtures/app.ts', ...args],
+    [
+      '--import',
+      'tsx',
+      env.cli ?? 'src/cli/main.ts',
+      'worker',
+      env.module ?? 'test/fixtures/app.ts',
+      ...args,
+    ],
     {
       cwd: ROOT,
       env: {
@@ -38,6 +57,7 @@ export function startWorkerProcess(
         HORSIES_LOG_LEVEL: 'info',
         ...(env.recovery ? { HORSIES_TEST_RECOVERY: JSON.stringify(env.recovery) } : {}),
         ...(env.appConfig ? { HORSIES_TEST_APP: JSON.stringify(env.appConfig) } : {}),
+        ...env.variables,
       },
       stdio: ['ignore', 'pipe', 'pipe'],
     },
