@@ -27,7 +27,12 @@ const oldLib = (await import(build.lib)) as Library;
 const appOptions = { logger: testLogger, databaseUrl: t.url, schema: t.schema };
 const oldApp = defineUpgradeApp(oldLib, { release: OLD, ...appOptions });
 const newApp = defineUpgradeApp(current, { release: 'current', ...appOptions });
-afterAll(() => Promise.all([oldApp.close(), newApp.close()]));
+const senders: { stop(): Promise<void> }[] = [];
+afterAll(async () => {
+  // A failed test leaves its senders running: stop them before their apps close.
+  await Promise.all(senders.map((s) => s.stop()));
+  await Promise.all([oldApp.close(), newApp.close()]);
+});
 
 function startWorker(release: 'old' | 'current'): WorkerProcess {
   return startWorkerProcess(
@@ -62,7 +67,7 @@ function sendSteadily(app: typeof oldApp, everyMs: number) {
       await pause(everyMs);
     }
   })();
-  return {
+  const sender = {
     ids,
     errors,
     stop: async (): Promise<void> => {
@@ -70,6 +75,8 @@ function sendSteadily(app: typeof oldApp, everyMs: number) {
       await loop;
     },
   };
+  senders.push(sender);
+  return sender;
 }
 
 /** Resolves once workers of `release` have run at least `count` of `ids` (polled, with a deadline). */
