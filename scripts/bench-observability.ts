@@ -78,7 +78,7 @@ function variant(name: VariantName, databaseUrl: string): Variant {
 
 async function reset(app: App): Promise<void> {
   await app.db.pool.query(
-    `TRUNCATE ${SCHEMA}.horsies_tasks, ${SCHEMA}.horsies_task_attempts, ${SCHEMA}.horsies_heartbeats`,
+    `TRUNCATE ${SCHEMA}.horsies_tasks, ${SCHEMA}.horsies_task_steps, ${SCHEMA}.horsies_task_attempts, ${SCHEMA}.horsies_heartbeats`,
   );
   await app.db.pool.query('CHECKPOINT').catch(() => undefined);
 }

@@ -56,7 +56,7 @@ function setup(databaseUrl: string) {
 
 async function reset(app: App): Promise<void> {
   await app.db.pool.query(
-    `TRUNCATE ${SCHEMA}.horsies_tasks, ${SCHEMA}.horsies_task_attempts, ${SCHEMA}.horsies_heartbeats,
+    `TRUNCATE ${SCHEMA}.horsies_tasks, ${SCHEMA}.horsies_task_steps, ${SCHEMA}.horsies_task_attempts, ${SCHEMA}.horsies_heartbeats,
               ${SCHEMA}.effects`,
   );
 }

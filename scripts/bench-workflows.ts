@@ -99,7 +99,8 @@ async function reset(app: App): Promise<void> {
   timings = new Map();
   await app.db.pool.query(
     `TRUNCATE ${SCHEMA}.horsies_workflows, ${SCHEMA}.horsies_workflow_tasks, ${SCHEMA}.horsies_tasks,
-              ${SCHEMA}.horsies_task_attempts, ${SCHEMA}.horsies_heartbeats`,
+              ${SCHEMA}.horsies_task_steps, ${SCHEMA}.horsies_workflow_signals, ${SCHEMA}.horsies_task_attempts,
+              ${SCHEMA}.horsies_heartbeats`,
   );
 }
 

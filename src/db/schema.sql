@@ -32,6 +32,7 @@
 --   0027 send_handoff
 --   0028 handoff_queues
 --   0029 cancelled_unsettled
+--   0030 waits
 
 -- sequence horsies_heartbeats_id_seq
 CREATE SEQUENCE {{schema}}.horsies_heartbeats_id_seq AS bigint
@@ -50,6 +51,12 @@ CREATE SEQUENCE {{schema}}.horsies_worker_states_id_seq AS bigint
   START WITH 1 INCREMENT BY 1
   MINVALUE 1 MAXVALUE 9223372036854775807 CACHE 1
   OWNED BY {{schema}}.horsies_worker_states.id;
+
+-- sequence horsies_workflow_signals_seq_seq
+CREATE SEQUENCE {{schema}}.horsies_workflow_signals_seq_seq AS bigint
+  START WITH 1 INCREMENT BY 1
+  MINVALUE 1 MAXVALUE 9223372036854775807 CACHE 1
+  OWNED BY {{schema}}.horsies_workflow_signals.seq;
 
 -- table horsies_group_limits
 CREATE TABLE {{schema}}.horsies_group_limits (
@@ -163,6 +170,16 @@ CREATE TABLE {{schema}}.horsies_task_attempts (
   created_at timestamp with time zone DEFAULT now() NOT NULL
 );
 
+-- table horsies_task_steps
+CREATE TABLE {{schema}}.horsies_task_steps (
+  task_id character varying(36) NOT NULL,
+  name character varying(255) NOT NULL,
+  seq integer NOT NULL,
+  result jsonb NOT NULL,
+  attempt integer NOT NULL,
+  created_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
 -- table horsies_tasks
 CREATE TABLE {{schema}}.horsies_tasks (
   id character varying(36) COLLATE "C" NOT NULL,
@@ -243,6 +260,16 @@ CREATE TABLE {{schema}}.horsies_worker_states (
   task_names character varying(255)[]
 );
 
+-- table horsies_workflow_signals
+CREATE TABLE {{schema}}.horsies_workflow_signals (
+  workflow_id character varying(36) NOT NULL,
+  delivery_id character varying(255) NOT NULL,
+  node_index integer NOT NULL,
+  seq bigint GENERATED ALWAYS AS IDENTITY NOT NULL,
+  payload jsonb NOT NULL,
+  received_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
 -- table horsies_workflow_tasks
 CREATE TABLE {{schema}}.horsies_workflow_tasks (
   workflow_id character varying(36) COLLATE "C" NOT NULL,
@@ -273,7 +300,13 @@ CREATE TABLE {{schema}}.horsies_workflow_tasks (
   created_at timestamp with time zone DEFAULT now() NOT NULL,
   updated_at timestamp with time zone DEFAULT now() NOT NULL,
   subworkflow character varying(255) COLLATE "C",
-  node_key text COLLATE "C" GENERATED ALWAYS AS ((workflow_id::text || ':'::text) || node_index) STORED
+  node_key text COLLATE "C" GENERATED ALWAYS AS ((workflow_id::text || ':'::text) || node_index) STORED,
+  wait_kind character varying(8),
+  wait_name character varying(255),
+  wait_key text,
+  wait_timeout_ms bigint,
+  wait_until timestamp with time zone,
+  wait_due_at timestamp with time zone
 );
 
 -- table horsies_workflows
@@ -374,6 +407,12 @@ ALTER TABLE {{schema}}.horsies_task_attempts ADD CONSTRAINT horsies_task_attempt
 -- constraint horsies_task_attempts.horsies_task_attempts_task_id_fkey
 ALTER TABLE {{schema}}.horsies_task_attempts ADD CONSTRAINT horsies_task_attempts_task_id_fkey FOREIGN KEY (task_id) REFERENCES {{schema}}.horsies_tasks(id) ON DELETE CASCADE;
 
+-- constraint horsies_task_steps.horsies_task_steps_pkey
+ALTER TABLE {{schema}}.horsies_task_steps ADD CONSTRAINT horsies_task_steps_pkey PRIMARY KEY (task_id, name);
+
+-- constraint horsies_task_steps.horsies_task_steps_task_id_fkey
+ALTER TABLE {{schema}}.horsies_task_steps ADD CONSTRAINT horsies_task_steps_task_id_fkey FOREIGN KEY (task_id) REFERENCES {{schema}}.horsies_tasks(id) ON DELETE CASCADE;
+
 -- constraint horsies_tasks.horsies_tasks_pkey
 ALTER TABLE {{schema}}.horsies_tasks ADD CONSTRAINT horsies_tasks_pkey PRIMARY KEY (id);
 
@@ -382,6 +421,12 @@ ALTER TABLE {{schema}}.horsies_tasks ADD CONSTRAINT horsies_tasks_row_check CHEC
 
 -- constraint horsies_worker_states.horsies_worker_states_pkey
 ALTER TABLE {{schema}}.horsies_worker_states ADD CONSTRAINT horsies_worker_states_pkey PRIMARY KEY (id);
+
+-- constraint horsies_workflow_signals.horsies_workflow_signals_pkey
+ALTER TABLE {{schema}}.horsies_workflow_signals ADD CONSTRAINT horsies_workflow_signals_pkey PRIMARY KEY (workflow_id, node_index, delivery_id);
+
+-- constraint horsies_workflow_signals.horsies_workflow_signals_workflow_id_fkey
+ALTER TABLE {{schema}}.horsies_workflow_signals ADD CONSTRAINT horsies_workflow_signals_workflow_id_fkey FOREIGN KEY (workflow_id) REFERENCES {{schema}}.horsies_workflows(id) ON DELETE CASCADE;
 
 -- constraint horsies_workflow_tasks.horsies_workflow_tasks_completed_check
 ALTER TABLE {{schema}}.horsies_workflow_tasks ADD CONSTRAINT horsies_workflow_tasks_completed_check CHECK ((status::text = ANY (ARRAY['COMPLETED'::character varying, 'FAILED'::character varying, 'SKIPPED'::character varying]::text[])) = (completed_at IS NOT NULL));
@@ -393,7 +438,7 @@ ALTER TABLE {{schema}}.horsies_workflow_tasks ADD CONSTRAINT horsies_workflow_ta
 ALTER TABLE {{schema}}.horsies_workflow_tasks ADD CONSTRAINT horsies_workflow_tasks_join_check CHECK (join_rule::text = ANY (ARRAY['all'::character varying::text, 'any'::character varying::text, 'quorum'::character varying::text]));
 
 -- constraint horsies_workflow_tasks.horsies_workflow_tasks_linked_check
-ALTER TABLE {{schema}}.horsies_workflow_tasks ADD CONSTRAINT horsies_workflow_tasks_linked_check CHECK ((status::text <> ALL (ARRAY['ENQUEUED'::character varying::text, 'RUNNING'::character varying::text])) OR task_id IS NOT NULL OR child_workflow_id IS NOT NULL);
+ALTER TABLE {{schema}}.horsies_workflow_tasks ADD CONSTRAINT horsies_workflow_tasks_linked_check CHECK ((status::text <> ALL (ARRAY['ENQUEUED'::character varying, 'RUNNING'::character varying]::text[])) OR task_id IS NOT NULL OR child_workflow_id IS NOT NULL OR wait_kind IS NOT NULL);
 
 -- constraint horsies_workflow_tasks.horsies_workflow_tasks_node_id_key
 ALTER TABLE {{schema}}.horsies_workflow_tasks ADD CONSTRAINT horsies_workflow_tasks_node_id_key UNIQUE (workflow_id, node_id);
@@ -412,6 +457,9 @@ ALTER TABLE {{schema}}.horsies_workflow_tasks ADD CONSTRAINT horsies_workflow_ta
 
 -- constraint horsies_workflow_tasks.horsies_workflow_tasks_subworkflow_check
 ALTER TABLE {{schema}}.horsies_workflow_tasks ADD CONSTRAINT horsies_workflow_tasks_subworkflow_check CHECK (subworkflow IS NOT NULL OR child_workflow_id IS NULL);
+
+-- constraint horsies_workflow_tasks.horsies_workflow_tasks_wait_check
+ALTER TABLE {{schema}}.horsies_workflow_tasks ADD CONSTRAINT horsies_workflow_tasks_wait_check CHECK ((wait_kind IS NULL OR (wait_kind::text = ANY (ARRAY['signal'::character varying, 'sleep'::character varying]::text[])) AND subworkflow IS NULL AND task_id IS NULL) AND (wait_kind::text = 'signal'::text) = (wait_name IS NOT NULL) AND (wait_timeout_ms IS NULL OR wait_timeout_ms >= 0));
 
 -- constraint horsies_workflow_tasks.horsies_workflow_tasks_workflow_id_fkey
 ALTER TABLE {{schema}}.horsies_workflow_tasks ADD CONSTRAINT horsies_workflow_tasks_workflow_id_fkey FOREIGN KEY (workflow_id) REFERENCES {{schema}}.horsies_workflows(id) ON DELETE CASCADE;
@@ -482,6 +530,9 @@ CREATE UNIQUE INDEX horsies_task_attempts_pkey ON {{schema}}.horsies_task_attemp
 -- index horsies_task_attempts_task_attempt_key
 CREATE UNIQUE INDEX horsies_task_attempts_task_attempt_key ON {{schema}}.horsies_task_attempts USING btree (task_id, attempt);
 
+-- index horsies_task_steps_pkey
+CREATE UNIQUE INDEX horsies_task_steps_pkey ON {{schema}}.horsies_task_steps USING btree (task_id, name);
+
 -- index horsies_tasks_cancel_requested_idx
 CREATE INDEX horsies_tasks_cancel_requested_idx ON {{schema}}.horsies_tasks USING btree (claimed_by_worker_id) WHERE ((cancel_requested_at IS NOT NULL) AND claimed);
 
@@ -542,6 +593,9 @@ CREATE INDEX horsies_worker_states_snapshot_at_idx ON {{schema}}.horsies_worker_
 -- index horsies_worker_states_worker_snapshot_idx
 CREATE INDEX horsies_worker_states_worker_snapshot_idx ON {{schema}}.horsies_worker_states USING btree (worker_id, snapshot_at DESC);
 
+-- index horsies_workflow_signals_pkey
+CREATE UNIQUE INDEX horsies_workflow_signals_pkey ON {{schema}}.horsies_workflow_signals USING btree (workflow_id, node_index, delivery_id);
+
 -- index horsies_workflow_tasks_node_id_key
 CREATE UNIQUE INDEX horsies_workflow_tasks_node_id_key ON {{schema}}.horsies_workflow_tasks USING btree (workflow_id, node_id);
 
@@ -556,6 +610,12 @@ CREATE UNIQUE INDEX horsies_workflow_tasks_pkey ON {{schema}}.horsies_workflow_t
 
 -- index horsies_workflow_tasks_task_idx
 CREATE INDEX horsies_workflow_tasks_task_idx ON {{schema}}.horsies_workflow_tasks USING btree (task_id) WHERE (task_id IS NOT NULL);
+
+-- index horsies_workflow_tasks_wait_due_idx
+CREATE INDEX horsies_workflow_tasks_wait_due_idx ON {{schema}}.horsies_workflow_tasks USING btree (wait_due_at) WHERE (((status)::text = 'RUNNING'::text) AND (wait_due_at IS NOT NULL));
+
+-- index horsies_workflow_tasks_wait_name_idx
+CREATE INDEX horsies_workflow_tasks_wait_name_idx ON {{schema}}.horsies_workflow_tasks USING btree (wait_name, wait_key) WHERE (((status)::text = 'RUNNING'::text) AND ((wait_kind)::text = 'signal'::text));
 
 -- index horsies_workflows_cancelled_open_idx
 CREATE INDEX horsies_workflows_cancelled_open_idx ON {{schema}}.horsies_workflows USING btree (updated_at) WHERE (((status)::text = 'CANCELLED'::text) AND (nodes_terminal < nodes_total));

@@ -125,6 +125,15 @@ export interface WorkflowNodeInsert {
   status: 'PENDING' | 'READY';
   /** For a node that runs a whole workflow: the registered name of that workflow; else null. */
   subworkflow: string | null;
+  // Absent on nodes that do not wait, so that their definitions' digests stay as they were before waits existed.
+  /** For a node that runs no task but waits: for a signal or event, or until a time (a sleep). */
+  waitKind?: 'signal' | 'sleep' | null;
+  /** The signal or event name a `signal` wait node waits for. */
+  waitName?: string | null;
+  /** A signal's timeout or a sleep's length, in milliseconds. */
+  waitTimeoutMs?: number | null;
+  /** The end of a sleep given as a time. */
+  waitUntil?: Date | null;
 }
 
 /** Inserts the nodes of a new workflow. */
@@ -132,16 +141,18 @@ export const WorkflowNodeInsertMany = statement<{ workflowId: string; nodes: Wor
   'WorkflowNodeInsertMany',
   `INSERT INTO {{schema}}.horsies_workflow_tasks
      (workflow_id, node_index, node_id, task_name, queue_name, priority, dependencies, dependents, join_rule,
-      min_success, allow_failed_deps, input_template, max_retries, task_options, good_until, status, subworkflow)
+      min_success, allow_failed_deps, input_template, max_retries, task_options, good_until, status, subworkflow,
+      wait_kind, wait_name, wait_timeout_ms, wait_until)
    SELECT $1, n.node_index, n.node_id, n.task_name, n.queue_name, n.priority,
           ARRAY(SELECT jsonb_array_elements_text(n.dependencies)::int),
           ARRAY(SELECT jsonb_array_elements_text(n.dependents)::int),
           n.join_rule, n.min_success, n.allow_failed_deps, n.input_template, n.max_retries, n.task_options,
-          n.good_until, n.status, n.subworkflow
+          n.good_until, n.status, n.subworkflow, n.wait_kind, n.wait_name, n.wait_timeout_ms, n.wait_until
    FROM jsonb_to_recordset($2::jsonb) AS n(node_index int, node_id text, task_name text, queue_name text,
           priority int, dependencies jsonb, dependents jsonb, join_rule text, min_success int,
           allow_failed_deps bool, input_template jsonb, max_retries int, task_options jsonb,
-          good_until timestamptz, status text, subworkflow text)`,
+          good_until timestamptz, status text, subworkflow text, wait_kind text, wait_name text,
+          wait_timeout_ms bigint, wait_until timestamptz)`,
   ({ workflowId, nodes }) => [
     workflowId,
     JSON.stringify(
@@ -162,6 +173,10 @@ export const WorkflowNodeInsertMany = statement<{ workflowId: string; nodes: Wor
         good_until: n.goodUntil?.toISOString() ?? null,
         status: n.status,
         subworkflow: n.subworkflow,
+        wait_kind: n.waitKind ?? null,
+        wait_name: n.waitName ?? null,
+        wait_timeout_ms: n.waitTimeoutMs ?? null,
+        wait_until: n.waitUntil?.toISOString() ?? null,
       })),
     ),
   ],
@@ -184,6 +199,7 @@ export const WorkflowNodeEnqueue = statement<
      SET status = 'ENQUEUED', task_id = i.task_id, enqueued_at = now(), updated_at = now()
      FROM input i
      WHERE n.node_key = $1 || ':' || i.node_index AND n.status = 'READY' AND n.subworkflow IS NULL
+       AND n.wait_kind IS NULL
      RETURNING n.node_index, n.node_id, n.task_id, n.task_name, n.queue_name, n.priority, n.max_retries,
                -- json_to_recordset reads a JSON null as SQL NULL: an input of null is the JSON value.
                n.task_options, n.good_until, COALESCE(i.kwargs, 'null'::jsonb) AS kwargs
@@ -233,18 +249,34 @@ export interface SettledNodeRow {
 const settleSql = (nodes: 'named' | 'all'): string =>
   `WITH source AS (
      SELECT n.node_key, n.subworkflow IS NOT NULL AS nested, t.id AS task_found, t.status AS task_status,
-            t.result AS task_result, c.id AS child_found, c.status AS child_status, c.result AS child_result
+            t.result AS task_result, c.id AS child_found, c.status AS child_status, c.result AS child_result,
+            n.wait_kind, n.wait_name, n.wait_timeout_ms, g.payload AS signal_payload
      FROM {{schema}}.horsies_workflow_tasks n
      LEFT JOIN {{schema}}.horsies_tasks t ON t.id = n.task_id
      LEFT JOIN {{schema}}.horsies_workflows c ON c.id = n.child_workflow_id
+     -- A waiting node's first delivery (its rows lead the table's primary key).
+     LEFT JOIN LATERAL (
+       SELECT sg.payload FROM {{schema}}.horsies_workflow_signals sg
+       WHERE n.wait_kind = 'signal' AND n.status = 'RUNNING'
+         AND sg.workflow_id = n.workflow_id AND sg.node_index = n.node_index
+       ORDER BY sg.seq LIMIT 1) g ON true
      WHERE ${nodes === 'named' ? `n.node_key = ANY (${nodeKeys('$2')})` : 'n.workflow_id = $1'}
        AND n.status IN ('ENQUEUED', 'RUNNING')
-       AND CASE WHEN n.subworkflow IS NULL
+       AND CASE WHEN n.wait_kind IS NOT NULL
+                -- A wait node: a delivery came, or its timer is due (a timeout, a sleep's end).
+                THEN n.status = 'RUNNING' AND (g.payload IS NOT NULL OR n.wait_due_at <= now())
+                WHEN n.subworkflow IS NULL
                 THEN t.id IS NULL OR t.status IN ('COMPLETED', 'FAILED', 'CANCELLED', 'EXPIRED')
                 ELSE c.id IS NULL OR c.status IN ('COMPLETED', 'FAILED', 'CANCELLED') END
    ), decided AS (
      SELECT s.node_key,
             CASE
+              WHEN s.wait_kind = 'signal' AND s.signal_payload IS NOT NULL
+                THEN jsonb_build_object('ok', s.signal_payload)
+              WHEN s.wait_kind = 'signal' THEN jsonb_build_object('err', jsonb_build_object(
+                'code', 'WAIT_TIMEOUT',
+                'message', 'no signal "' || s.wait_name || '" came within ' || s.wait_timeout_ms || ' ms'))
+              WHEN s.wait_kind = 'sleep' THEN jsonb_build_object('ok', 'null'::jsonb)
               WHEN s.nested AND s.child_status = 'COMPLETED' AND s.child_result ? 'ok' THEN s.child_result
               WHEN s.nested THEN jsonb_build_object('err', jsonb_build_object(
                 'code', 'SUBWORKFLOW_FAILED',
@@ -318,6 +350,8 @@ export interface EvaluatedNodeRow {
   upstream: Record<string, { status: string; result: unknown }> | null;
   /** The workflow a subworkflow node runs (its registered name), else null. */
   subworkflow: string | null;
+  /** What a wait node waits for, else null. */
+  wait_kind: 'signal' | 'sleep' | null;
 }
 
 /**
@@ -377,7 +411,7 @@ export const WorkflowNodeEvaluate = statement<
        updated_at = now()
    FROM decided d
    WHERE n.node_key = d.node_key
-   RETURNING n.node_index, n.status, n.status <> d.old_status AS changed, n.dependents, n.subworkflow,
+   RETURNING n.node_index, n.status, n.status <> d.old_status AS changed, n.dependents, n.subworkflow, n.wait_kind,
              CASE WHEN n.status = 'READY' AND d.old_status <> 'READY' THEN n.input_template END AS input_template,
              CASE WHEN n.status = 'READY' AND d.old_status <> 'READY' THEN (
                SELECT jsonb_object_agg(u.node_index, jsonb_build_object('status', u.status, 'result', u.result))
@@ -422,10 +456,10 @@ export const WorkflowNodeRecount = statement<{ workflowId: string }, { node_inde
 /** READY nodes without a task (recovery), with what enqueuing them needs. */
 export const WorkflowNodeListReady = statement<
   { workflowId: string },
-  Pick<EvaluatedNodeRow, 'node_index' | 'input_template' | 'upstream' | 'subworkflow'>
+  Pick<EvaluatedNodeRow, 'node_index' | 'input_template' | 'upstream' | 'subworkflow' | 'wait_kind'>
 >(
   'WorkflowNodeListReady',
-  `SELECT n.node_index, n.input_template, n.subworkflow, (
+  `SELECT n.node_index, n.input_template, n.subworkflow, n.wait_kind, (
      SELECT jsonb_object_agg(u.node_index, jsonb_build_object('status', u.status, 'result', u.result))
      FROM {{schema}}.horsies_workflow_tasks u
      WHERE u.node_key = ANY (ARRAY(
@@ -635,7 +669,7 @@ export const WorkflowListStale = statement<
          WHERE n.workflow_id = w.id AND n.status IN ('PENDING', 'READY', 'ENQUEUED', 'RUNNING')
            AND (
              -- a task that ended (or vanished) without its node following
-             (n.status IN ('ENQUEUED', 'RUNNING') AND n.subworkflow IS NULL
+             (n.status IN ('ENQUEUED', 'RUNNING') AND n.subworkflow IS NULL AND n.wait_kind IS NULL
                AND (t.id IS NULL OR (t.status IN ('COMPLETED', 'FAILED', 'CANCELLED', 'EXPIRED')
                                      AND t.finished_at < coalesce($3::timestamptz, now()) - $1 * interval '1 millisecond')))
              -- a child workflow that ended (or vanished) without its parent node following
@@ -845,7 +879,7 @@ export const WorkflowCancelMany = statement<
      WHERE n.workflow_id = ANY ($1::text[])
        AND (n.status IN ('PENDING', 'READY')
             OR (n.status IN ('ENQUEUED', 'RUNNING')
-                AND (n.subworkflow IS NOT NULL
+                AND (n.subworkflow IS NOT NULL OR n.wait_kind IS NOT NULL
                      OR n.task_id IN (SELECT id FROM tasks WHERE status = 'CANCELLED'))))
      RETURNING n.workflow_id
    ), cancelled AS (
@@ -877,7 +911,7 @@ export const WorkflowNodeReopen = statement<{ workflowId: string }, { node_index
   `UPDATE {{schema}}.horsies_workflow_tasks
    SET status = 'PENDING', result = NULL, error_code = NULL, completed_at = NULL, task_id = NULL,
        child_workflow_id = NULL, enqueued_at = NULL, deps_completed = 0, deps_failed = 0, deps_skipped = 0,
-       updated_at = now()
+       wait_key = NULL, wait_due_at = NULL, updated_at = now()
    WHERE workflow_id = $1 AND status IN ('FAILED', 'SKIPPED')
    RETURNING node_index`,
   ({ workflowId }) => [workflowId],

@@ -24,7 +24,7 @@ const DAY_MS = 24 * HOUR_MS;
 
 beforeEach(async () => {
   await t.query(
-    `TRUNCATE {{schema}}.horsies_task_attempts, {{schema}}.horsies_tasks,
+    `TRUNCATE {{schema}}.horsies_task_attempts, {{schema}}.horsies_task_steps, {{schema}}.horsies_tasks,
               {{schema}}.horsies_heartbeats, {{schema}}.horsies_worker_states`,
   );
 });
