@@ -190,16 +190,20 @@ export class InputValidationError extends HorsiesError {
   override name = 'InputValidationError';
   /** The name of the task, or of the workflow when `subject` is `workflow`. */
   readonly taskName: string;
-  /** What was validated: a task's input, or a workflow's start parameters. */
-  readonly subject: 'task' | 'workflow';
+  /** What was validated: a task's input, a workflow's start parameters, or a signal's payload. */
+  readonly subject: 'task' | 'workflow' | 'signal';
   readonly issues: ValidationIssue[];
 
-  constructor(taskName: string, issues: ValidationIssue[], subject: 'task' | 'workflow' = 'task') {
+  constructor(taskName: string, issues: ValidationIssue[], subject: 'task' | 'workflow' | 'signal' = 'task') {
     const detail = issues
       .map((i) => `  - ${i.path.length > 0 ? i.path.join('.') : '(root)'}: ${i.message}`)
       .join('\n');
     const what =
-      subject === 'workflow' ? `parameters of workflow "${taskName}"` : `input of task "${taskName}"`;
+      subject === 'workflow'
+        ? `parameters of workflow "${taskName}"`
+        : subject === 'signal'
+          ? `payload of signal "${taskName}"`
+          : `input of task "${taskName}"`;
     super('VALIDATION_FAILED', `${what} failed validation:\n${detail}`);
     this.taskName = taskName;
     this.subject = subject;
@@ -273,6 +277,22 @@ export class WorkflowDefinitionError extends HorsiesError {
     const lines = problems.map((p) => `  - ${p.field}: ${p.message} (got ${describeValue(p.value)})`);
     super('WORKFLOW_INVALID', `invalid workflow "${workflow}":\n${lines.join('\n')}`);
     this.problems = problems;
+  }
+}
+
+/**
+ * A signal or event that cannot be delivered, whatever its payload: `UNKNOWN_SIGNAL` (no workflow of the app
+ * waits for that name, so there is no schema to validate it with), `WORKFLOW_NOT_FOUND` (no such run),
+ * `NODE_NOT_FOUND` (no such node in the run), `NOT_A_WAIT_NODE` (the node does not wait for a signal) or
+ * `INVALID_SIGNAL_OPTIONS` (a delivery id or key that cannot be stored).
+ */
+export class SignalError extends HorsiesError {
+  override name = 'SignalError';
+  declare readonly code:
+    'UNKNOWN_SIGNAL' | 'WORKFLOW_NOT_FOUND' | 'NODE_NOT_FOUND' | 'NOT_A_WAIT_NODE' | 'INVALID_SIGNAL_OPTIONS';
+
+  constructor(code: SignalError['code'], message: string) {
+    super(code, message);
   }
 }
 

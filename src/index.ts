@@ -37,12 +37,22 @@ export { WorkflowBuilder, WorkflowDefinition, workflow } from './workflow/Workfl
 export type {
   StartOptions,
   SubworkflowNodeOptions,
+  SleepOptions,
   TerminalResults,
+  WaitForOptions,
+  WaitPlacement,
   WorkflowHost,
   WorkflowOptions,
 } from './workflow/WorkflowDefinition.js';
-export { WorkflowNode } from './workflow/WorkflowNode.js';
+export { WaitNode, WorkflowNode } from './workflow/WorkflowNode.js';
 export type { NodeJoin, NodeOptions, SuccessPolicy } from './workflow/WorkflowNode.js';
+export type {
+  EmitOptions,
+  EmitReceipt,
+  SignalHost,
+  SignalOptions,
+  SignalReceipt,
+} from './workflow/signals.js';
 export { WorkflowHandle } from './workflow/WorkflowHandle.js';
 export type { WorkflowFilter, WorkflowInfo, WorkflowNodeInfo } from './workflow/WorkflowHandle.js';
 export type {
@@ -95,6 +105,7 @@ export {
   PayloadTooLargeError,
   SchemaNotMigratedError,
   SendOptionsError,
+  SignalError,
   TaskError,
   TaskThrottledError,
   TaskTransactionError,

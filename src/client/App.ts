@@ -45,6 +45,8 @@ import type { CancelResult, QueueInfo, ResubmitResult, TaskFilter } from './oper
 import type { ChildWorkflow } from '../workflow/step.js';
 import { WorkflowHandle, listWorkflows } from '../workflow/WorkflowHandle.js';
 import type { WorkflowFilter, WorkflowInfo } from '../workflow/WorkflowHandle.js';
+import { emitEvent, signalNode } from '../workflow/signals.js';
+import type { EmitOptions, EmitReceipt, SignalOptions, SignalReceipt } from '../workflow/signals.js';
 
 const APP_BRAND = Symbol.for('horsies.App');
 
@@ -101,6 +103,11 @@ export class App<Q extends string = string> implements HandleHost {
    * @internal Workflows that subworkflow nodes run, by name: registered when a workflow using one is built.
    */
   readonly workflows = new Map<string, ChildWorkflow>();
+  /**
+   * @internal Payload schemas of the signals and events that wait nodes wait for, by name: registered when a
+   * workflow with such a node is built.
+   */
+  readonly signals = new Map<string, StandardSchemaV1>();
   private readonly registry = new Map<string, TaskDefinition<StandardSchemaV1, unknown>>();
   private readonly sendContext: SendContext;
   private readonly waiter: ResultWaiter;
@@ -351,6 +358,29 @@ export class App<Q extends string = string> implements HandleHost {
   /** A handle on a workflow run by id (pause, resume, cancel, nodes; its result untyped). */
   getWorkflow(id: string): WorkflowHandle<unknown> {
     return new WorkflowHandle<unknown>(this, id);
+  }
+
+  /**
+   * Delivers the event `name` to every workflow node waiting for it (`wf.waitFor(name, { key })`) with this
+   * `key`, at the time it commits; inside the caller's transaction with `tx`. The payload is validated with the
+   * waits' schema before anything is stored; an event no workflow of this app waits for throws a
+   * {@link SignalError} (`UNKNOWN_SIGNAL`). Returns the runs it resumed. See docs/workflows.md.
+   */
+  emit(name: string, payload: unknown, options: EmitOptions = {}): Promise<EmitReceipt> {
+    return emitEvent(this, name, payload, options);
+  }
+
+  /**
+   * Delivers a signal to the node `nodeId` of the run `workflowId`, validated with the schema of the signal the
+   * node waits for (untyped: `handle.signal(node, payload)` is the typed form). See {@link SignalReceipt}.
+   */
+  signal(
+    workflowId: string,
+    nodeId: string,
+    payload: unknown,
+    options: SignalOptions = {},
+  ): Promise<SignalReceipt> {
+    return signalNode(this, workflowId, { id: nodeId }, payload, options);
   }
 
   /** @internal Used by workflow handles. */

@@ -17,6 +17,7 @@ import type { HorsiesMetrics } from '../metrics/Metrics.js';
 import { Retainer } from './Retainer.js';
 import { Vacuumer } from './Vacuumer.js';
 import { WorkflowRecovery } from '../workflow/WorkflowRecovery.js';
+import { WorkflowTimers } from '../workflow/WorkflowTimers.js';
 import type { ChildWorkflows } from '../workflow/step.js';
 
 /** What the maintenance services are built from. */
@@ -56,6 +57,7 @@ export function maintenanceServices(ctx: MaintenanceContext): MaintenanceService
       clock,
       ctx.afterFinish,
     ),
+    new WorkflowTimers(db, { batchSize: recovery.retentionBatchSize, children: ctx.workflows }),
     new WorkflowRecovery(
       db,
       {

@@ -32,7 +32,7 @@ import type { Ref, Wired } from './refs.js';
 import type { ChildWorkflow, ParentLink } from './step.js';
 import { WorkflowHandle } from './WorkflowHandle.js';
 import type { WorkflowHandleHost } from './WorkflowHandle.js';
-import { WorkflowNode } from './WorkflowNode.js';
+import { WaitNode, WorkflowNode } from './WorkflowNode.js';
 import type { AnyNode, NestedWorkflow, NodeOptions, NodeTask, SuccessPolicy } from './WorkflowNode.js';
 
 /** What a workflow needs of the app: an `App` is one. */
@@ -43,6 +43,8 @@ export interface WorkflowHost extends WorkflowHandleHost, CompileHost {
    * parent is built, so a worker that loads the app can start it for any parent it steps.
    */
   readonly workflows: Map<string, ChildWorkflow>;
+  /** Payload schemas of the signals and events wait nodes wait for, by name: registered when a workflow is built. */
+  readonly signals: Map<string, StandardSchemaV1>;
   /** Spans for starts, whose trace context the run's tasks carry; null or absent when tracing is off. */
   readonly tracer?: TaskTracer | null;
 }
@@ -55,6 +57,27 @@ export interface SubworkflowNodeOptions<P> extends Pick<
   /** The child workflow's parameters: static values, references, or a mix (none for a workflow without). */
   input?: Wired<P> | undefined;
 }
+
+/** Where a wait node sits in its workflow: like a subworkflow node, it runs no task of its own. */
+export type WaitPlacement = Pick<NodeOptions<unknown>, 'id' | 'waitsFor' | 'join' | 'allowFailedDeps'>;
+
+/** Options of `wf.waitFor()`. */
+export interface WaitForOptions<S extends StandardSchemaV1> extends WaitPlacement {
+  /** Schema of the payload: a signal or event is validated with it before anything is stored. */
+  schema: S;
+  /** The node fails `WAIT_TIMEOUT` if no delivery came this many milliseconds after it started waiting. */
+  timeoutMs?: number | undefined;
+  /**
+   * For events (`app.emit`): only an event with this key reaches the node (an order id, a user id). A static
+   * string or a reference (`wf.params.orderId`, an upstream result); resolved when the node starts. Default:
+   * no key (events emitted without a key).
+   */
+  key?: Wired<string> | undefined;
+}
+
+/** Options of `wf.sleep()`: a length (`ms`, from when the node starts) or a time (`until`). */
+export type SleepOptions = ({ ms: number; until?: undefined } | { until: Date; ms?: undefined }) &
+  WaitPlacement;
 
 /** The result of a workflow without an output node: each terminal node's outcome, by node id. */
 export type TerminalResults = Record<string, TaskResult<unknown>>;
@@ -116,17 +139,63 @@ export class WorkflowBuilder<S extends StandardSchemaV1 | undefined> {
     target: NodeTask | WorkflowDefinition<unknown, unknown>,
     options: NodeOptions<unknown> | SubworkflowNodeOptions<unknown> = {},
   ): WorkflowNode<unknown> {
-    if (this.built) throw new Error(`workflow "${this.name}" is already built; add nodes before build()`);
-    const name = target.name;
-    const taken = new Set(this.nodes.map((n) => n.id));
-    let id = options.id ?? name;
-    for (let n = 2; options.id === undefined && taken.has(id); n += 1) id = `${name}#${n}`;
-    const node = new WorkflowNode<unknown>(
-      this.nodes.length,
-      id,
-      target instanceof WorkflowDefinition ? { workflow: target } : { task: target },
-      options as NodeOptions<unknown>,
+    return this.add(
+      options.id,
+      target.name,
+      (index, id) =>
+        new WorkflowNode<unknown>(
+          index,
+          id,
+          target instanceof WorkflowDefinition ? { workflow: target } : { task: target },
+          options as NodeOptions<unknown>,
+        ),
     );
+  }
+
+  /**
+   * Adds a node that runs no task and waits for the signal or event `name`: it completes with the payload of the
+   * first delivery (`handle.signal(node, payload)`, or `app.emit(name, payload, { key })` while it waits), typed
+   * by `schema`, and fails `WAIT_TIMEOUT` after `timeoutMs`. It holds no worker slot while it waits.
+   */
+  waitFor<T extends StandardSchemaV1>(
+    name: string,
+    options: WaitForOptions<T>,
+  ): WaitNode<StandardSchemaV1.InferOutput<T>, StandardSchemaV1.InferInput<T>> {
+    const node = this.add(options.id, name, (index, id) => {
+      const { schema, timeoutMs, key, ...placement } = options;
+      return new WaitNode(index, id, { wait: { kind: 'signal', name, schema, timeoutMs } }, {
+        ...placement,
+        input: key ?? '',
+      } as unknown as NodeOptions<unknown>);
+    });
+    return node as WaitNode<StandardSchemaV1.InferOutput<T>, StandardSchemaV1.InferInput<T>>;
+  }
+
+  /**
+   * Adds a node that runs no task and ends after `ms` milliseconds from its start, or at `until`; its result is
+   * null. The maintenance leader ends it (within one maintenance interval of its time); it holds no worker slot.
+   */
+  sleep(options: SleepOptions): WorkflowNode<null> {
+    return this.add(options.id, 'sleep', (index, id) => {
+      const { ms, until, ...placement } = options;
+      return new WorkflowNode<null>(index, id, { wait: { kind: 'sleep', ms, until } }, {
+        ...placement,
+        input: null,
+      } as unknown as NodeOptions<unknown>);
+    });
+  }
+
+  // A node with an id of its own or the next free one after `name`.
+  private add<N extends AnyNode>(
+    given: string | undefined,
+    name: string,
+    make: (index: number, id: string) => N,
+  ): N {
+    if (this.built) throw new Error(`workflow "${this.name}" is already built; add nodes before build()`);
+    const taken = new Set(this.nodes.map((n) => n.id));
+    let id = given ?? name;
+    for (let n = 2; given === undefined && taken.has(id); n += 1) id = `${name}#${n}`;
+    const node = make(this.nodes.length, id);
     this.nodes.push(node);
     return node;
   }
@@ -147,6 +216,11 @@ export class WorkflowBuilder<S extends StandardSchemaV1 | undefined> {
     this.built = true;
     const children = this.nodes.flatMap((n) => ('workflow' in n.target ? [n.target.workflow] : []));
     for (const child of children) this.host.workflows.set(child.name, child);
+    for (const n of this.nodes) {
+      if ('wait' in n.target && n.target.wait.kind === 'signal') {
+        this.host.signals.set(n.target.wait.name, n.target.wait.schema);
+      }
+    }
     return new WorkflowDefinition<ParamsOf<S>, O>(this.host, spec, this.options.params, children);
   }
 }

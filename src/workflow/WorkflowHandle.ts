@@ -5,16 +5,19 @@
 import type { Database } from '../db/Database.js';
 import { WorkflowGet, WorkflowList, WorkflowNodeList } from '../db/workflows.js';
 import type { WorkflowNodeRow, WorkflowNodeStatus, WorkflowRow, WorkflowStatus } from '../db/workflows.js';
-import { ConfigError, TaskError } from '../errors.js';
+import { ConfigError, SignalError, TaskError } from '../errors.js';
 import type { TaskResult } from '../errors.js';
 import { decodeOutcome } from '../outcome.js';
 import { cancelWorkflow, pauseWorkflow, resumeWorkflow, retryFailedWorkflow } from './control.js';
 import type { CancelResult, ControlResult } from './control.js';
 import type { ChildWorkflows } from './step.js';
+import { signalNode } from './signals.js';
+import type { SignalHost, SignalOptions, SignalReceipt } from './signals.js';
+import { WaitNode } from './WorkflowNode.js';
 import type { WorkflowNode } from './WorkflowNode.js';
 
 /** What a handle needs of the app: an `App` is one. */
-export interface WorkflowHandleHost {
+export interface WorkflowHandleHost extends SignalHost {
   readonly db: Database;
   /** Workflows that subworkflow nodes start (resume and retry may start children). */
   readonly workflows?: ChildWorkflows;
@@ -104,6 +107,25 @@ export class WorkflowHandle<O> {
    */
   retryFailed(): Promise<ControlResult & { reopened: number }> {
     return retryFailedWorkflow(this.host.db, this.id, this.host.workflows);
+  }
+
+  /**
+   * Delivers a signal to a wait node of this run (`wf.waitFor()`): the payload, typed and validated by the
+   * node's schema, completes the node if it waits, or is kept for it until the run reaches it. See
+   * {@link SignalReceipt} for what happened, and docs/workflows.md ("Workflows that wait") for order and ids.
+   */
+  signal<I>(node: WaitNode<unknown, I>, payload: I, options: SignalOptions = {}): Promise<SignalReceipt> {
+    const target = node.target;
+    if (!(node instanceof WaitNode) || !('wait' in target) || target.wait.kind !== 'signal') {
+      throw new SignalError('NOT_A_WAIT_NODE', `node "${String(node?.id)}" waits for no signal`);
+    }
+    return signalNode(
+      this.host,
+      this.id,
+      { id: node.id, index: node.index, schema: target.wait.schema },
+      payload,
+      options,
+    );
   }
 
   /** Every node of the run, in index order. */

@@ -68,7 +68,12 @@ export interface NodeOptions<I> {
   allowFailedDeps?: boolean | undefined;
 }
 
-/** A node of a workflow being built; `R` is its result type (its task's, or its child workflow's). */
+/** What a wait node waits for: a signal or event (typed by its schema), or a time (a sleep). */
+export type WaitTarget =
+  | { kind: 'signal'; name: string; schema: StandardSchemaV1; timeoutMs: number | undefined }
+  | { kind: 'sleep'; ms: number | undefined; until: Date | undefined };
+
+/** A node of a workflow being built; `R` is its result type (its task's, its child workflow's, or its payload's). */
 export class WorkflowNode<R> {
   /** The node's result, for the inputs of nodes that wait for it. */
   readonly result: Ref<R>;
@@ -79,8 +84,8 @@ export class WorkflowNode<R> {
   constructor(
     readonly index: number,
     readonly id: string,
-    /** @internal What it runs: a task, or a workflow. */
-    readonly target: { task: NodeTask } | { workflow: NestedWorkflow },
+    /** @internal What it runs: a task, or a workflow; or what it waits for. */
+    readonly target: { task: NodeTask } | { workflow: NestedWorkflow } | { wait: WaitTarget },
     /** @internal */ readonly options: NodeOptions<unknown>,
   ) {
     this.result = makeRef<R>({ kind: 'result', node: this, path: [] });
@@ -98,4 +103,13 @@ export interface SuccessPolicy {
   cases: ReadonlyArray<ReadonlyArray<AnyNode>>;
   /** Nodes whose failure never fails the workflow nor names its error. */
   optional?: ReadonlyArray<AnyNode> | undefined;
+}
+
+/**
+ * A node that waits for a signal or an event (`wf.waitFor()`): it runs no task and completes with the payload of
+ * the first delivery, typed `R` (its schema's output); `I` is what a sender passes (its schema's input).
+ */
+export class WaitNode<R, I = R> extends WorkflowNode<R> {
+  /** @internal Only a wait node takes signals; this field keeps other nodes out of `signal()`'s parameter. */
+  declare readonly payloadInput: I;
 }

@@ -9,6 +9,7 @@
  * not apply it. Where the rules are applied: docs/workflows.md, "Where the join rules are decided".
  */
 import { createHash } from 'node:crypto';
+import type { StandardSchemaV1 } from '@standard-schema/spec';
 import type { WorkflowNodeInsert } from '../db/workflows.js';
 import { WorkflowDefinitionError } from '../errors.js';
 import type { ConfigProblem } from '../errors.js';
@@ -19,7 +20,14 @@ import { isStorableDate, isStorableText } from '../types.js';
 import type { JsonValue } from '../types.js';
 import { refSource } from './refs.js';
 import type { InputTemplate, PathStep, StoredRef } from './wiring.js';
-import type { AnyNode, NestedWorkflow, NodeOptions, NodeTask, SuccessPolicy } from './WorkflowNode.js';
+import type {
+  AnyNode,
+  NestedWorkflow,
+  NodeOptions,
+  NodeTask,
+  SuccessPolicy,
+  WaitTarget,
+} from './WorkflowNode.js';
 
 /** What compiling needs of the app: an `App` is one. */
 export interface CompileHost {
@@ -28,6 +36,8 @@ export interface CompileHost {
   readonly config: { readonly queues: readonly string[]; readonly defaultQueue: string };
   /** Workflows registered for subworkflow nodes, by name: a child must be the one registered under its name. */
   readonly workflows: ReadonlyMap<string, unknown>;
+  /** Payload schemas of signals by name: a wait node must bring the schema registered under its name, if any. */
+  readonly signals: ReadonlyMap<string, StandardSchemaV1>;
 }
 
 /** A node as stored, before the start's parameters are filled in. */
@@ -86,9 +96,11 @@ export function compile(
     const runs =
       'task' in node.target
         ? taskRun(host, node.target.task, o, field, problem)
-        : childRun(host, name, node.target.workflow, o, field, problem);
+        : 'workflow' in node.target
+          ? childRun(host, name, node.target.workflow, o, field, problem)
+          : waitRun(host, node.target.wait, nodes, node, field, problem);
     // A subworkflow node of a workflow without parameters needs no input.
-    const input = 'workflow' in node.target ? (o.input ?? null) : o.input;
+    const input = 'task' in node.target ? o.input : (o.input ?? null);
     const { template, sources } = wire(input, `${field}.input`, own, problem);
     const dependencies = new Set<number>();
     if (o.waitsFor === undefined) {
@@ -187,11 +199,24 @@ export function compile(
   return { ...body, sha: createHash('sha256').update(JSON.stringify(body)).digest('hex') };
 }
 
-/** What a node runs, as stored: its task's name, queue, priority, retries and expiry, or its child workflow. */
+/** What a node runs, as stored: its task's name, queue, priority, retries and expiry, its child workflow, or its wait. */
 type NodeRun = Pick<
   NodeSpec,
-  'taskName' | 'queueName' | 'priority' | 'maxRetries' | 'taskOptions' | 'goodUntil' | 'subworkflow'
+  | 'taskName'
+  | 'queueName'
+  | 'priority'
+  | 'maxRetries'
+  | 'taskOptions'
+  | 'goodUntil'
+  | 'subworkflow'
+  | 'waitKind'
+  | 'waitName'
+  | 'waitTimeoutMs'
+  | 'waitUntil'
 >;
+
+/** Longest wait a timer takes: about 100 years, so its due time stays a valid timestamp. */
+const MAX_WAIT_MS = 100 * 365 * 24 * 3_600_000;
 
 type Problem = (field: string, value: unknown, message: string) => void;
 
@@ -232,6 +257,85 @@ function taskRun(
     taskOptions: retry.maxRetries > 0 ? JSON.stringify({ retry }) : null,
     goodUntil: o.goodUntil ?? null,
     subworkflow: null,
+  };
+}
+
+/**
+ * A wait node's run: no task, the signal it waits for (one payload schema per signal name in an app) with its
+ * timeout, or the length or end of a sleep.
+ */
+function waitRun(
+  host: CompileHost,
+  wait: WaitTarget,
+  nodes: readonly AnyNode[],
+  node: AnyNode,
+  field: string,
+  problem: Problem,
+): NodeRun {
+  const base = {
+    queueName: host.config.defaultQueue,
+    priority: 100,
+    maxRetries: 0,
+    taskOptions: null,
+    goodUntil: null,
+    subworkflow: null,
+  };
+  const length = (key: string, ms: number | undefined): void => {
+    if (ms !== undefined && (!Number.isInteger(ms) || ms < 0 || ms > MAX_WAIT_MS)) {
+      problem(`${field}.${key}`, ms, `must be an integer from 0 to ${MAX_WAIT_MS}`);
+    }
+  };
+  if (wait.kind === 'sleep') {
+    if ((wait.ms === undefined) === (wait.until === undefined)) {
+      problem(`${field}.sleep`, { ms: wait.ms, until: wait.until }, 'takes either ms or until');
+    }
+    length('ms', wait.ms);
+    if (wait.until !== undefined && !isStorableDate(wait.until)) {
+      problem(`${field}.until`, wait.until, 'must be a valid Date in the years 1 to 9999');
+    }
+    return {
+      ...base,
+      taskName: 'sleep',
+      waitKind: 'sleep',
+      waitName: null,
+      waitTimeoutMs: wait.ms ?? null,
+      waitUntil: wait.until ?? null,
+    };
+  }
+  const { name, schema, timeoutMs } = wait;
+  if (typeof name !== 'string' || name.length === 0 || name.length > 255 || !isStorableText(name)) {
+    problem(
+      `${field}.name`,
+      name,
+      'must be a string of 1 to 255 characters, without NUL or a lone surrogate',
+    );
+  }
+  if (typeof (schema as Partial<StandardSchemaV1> | undefined)?.['~standard']?.validate !== 'function') {
+    problem(`${field}.schema`, schema, 'must be a Standard Schema (zod, valibot, arktype...)');
+  }
+  const registered = host.signals.get(name);
+  const sibling = nodes.find(
+    (n) => n !== node && 'wait' in n.target && n.target.wait.kind === 'signal' && n.target.wait.name === name,
+  );
+  const other =
+    sibling && 'wait' in sibling.target && sibling.target.wait.kind === 'signal'
+      ? sibling.target.wait.schema
+      : undefined;
+  if ((registered !== undefined && registered !== schema) || (other !== undefined && other !== schema)) {
+    problem(
+      `${field}.schema`,
+      name,
+      'another schema is registered for this signal name: every wait for one name must use one schema object',
+    );
+  }
+  length('timeoutMs', timeoutMs);
+  return {
+    ...base,
+    taskName: name,
+    waitKind: 'signal',
+    waitName: name,
+    waitTimeoutMs: timeoutMs ?? null,
+    waitUntil: null,
   };
 }
 

@@ -93,6 +93,7 @@ export async function insertRun(
       input_template: template,
       upstream: null,
       subworkflow: node.subworkflow,
+      wait_kind: node.waitKind ?? null,
     })),
     children,
   });

@@ -17,7 +17,10 @@
  *
  * A PAUSED workflow settles nodes but evaluates and enqueues nothing, and gives back tasks that never ran (see
  * `control.ts`); a CANCELLED one only records the outcomes of runs that still ended. A READY subworkflow node
- * starts its child workflow (a registered definition) in the same transaction instead of a task.
+ * starts its child workflow (a registered definition) in the same transaction instead of a task; a READY wait node
+ * starts waiting (RUNNING with no task, its key and timer set; see `signals.ts`), and ends in the same step if a
+ * signal was kept for it or its timer is already due. A waiting node is settled like any other: from its first
+ * delivery, or from its due timer (`WAIT_TIMEOUT`, or null for a sleep).
  *
  * A batch of finished tasks is grouped by workflow: one transaction per workflow, not one per task.
  */
@@ -41,7 +44,14 @@ import {
   WorkflowNodeSummaries,
   WorkflowWithdrawPending,
 } from '../db/workflows.js';
-import type { NodeSummaryRow, WorkflowNodeStatus, WorkflowRow, WorkflowStatus } from '../db/workflows.js';
+import type {
+  NodeSummaryRow,
+  SettledNodeRow,
+  WorkflowNodeStatus,
+  WorkflowRow,
+  WorkflowStatus,
+} from '../db/workflows.js';
+import { WorkflowNodeStartWaits } from '../db/waits.js';
 import type { JsonValue } from '../types.js';
 import { pauseTree } from './tree.js';
 import { outcomeOf, resolveRefs } from './wiring.js';
@@ -278,8 +288,17 @@ export async function step(
       db,
       tx,
       workflowId,
-      batch.filter((r) => !r.subworkflow),
+      batch.filter((r) => !r.subworkflow && !r.wait_kind),
     );
+    // Wait nodes start waiting; one with a signal kept for it, or a sleep already over, ends at once.
+    const waited = await startWaits(
+      db,
+      tx,
+      workflowId,
+      batch.filter((r) => r.wait_kind),
+    );
+    terminal += waited.length;
+    await cascade(bumpsFrom(waited));
     const nested = batch.filter((r) => r.subworkflow);
     const children = await startChildren(db, tx, workflow, nested, options.children);
     enqueued += children.started;
@@ -377,6 +396,31 @@ export interface ReadyNode {
   upstream: Record<string, UpstreamState> | null;
   /** The workflow a subworkflow node starts (null: the node runs a task). */
   subworkflow?: string | null;
+  /** What a wait node waits for (null: the node runs a task or a workflow). */
+  wait_kind?: 'signal' | 'sleep' | null;
+}
+
+/**
+ * READY wait nodes → RUNNING with their key (resolved from their input) and timer; then settled in the same
+ * step if a delivery is already kept for them or their timer is already due. Returns the nodes that ended.
+ */
+async function startWaits(
+  db: Database,
+  tx: Queryable,
+  workflowId: string,
+  ready: ReadyNode[],
+): Promise<SettledNodeRow[]> {
+  if (ready.length === 0) return [];
+  const nodes = ready.map((node) => {
+    const key = resolveInput(node);
+    return {
+      index: node.node_index,
+      key: typeof key === 'string' ? key : key === null ? '' : JSON.stringify(key),
+    };
+  });
+  const started = await db.run(WorkflowNodeStartWaits, { workflowId, nodes }, tx);
+  if (started.length === 0) return [];
+  return db.run(WorkflowNodeSettle, { workflowId, nodes: started.map((n) => n.node_index) }, tx);
 }
 
 /** A READY node's input, resolved from its upstream nodes' stored results. */

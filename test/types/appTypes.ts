@@ -4,8 +4,8 @@
  * its note names. Compiled only, never run.
  */
 import { z } from 'zod';
-import { TaskError, createApp } from '../../src/index.js';
-import type { BuiltinErrorCode, TaskResult } from '../../src/index.js';
+import { TaskError, createApp, workflow } from '../../src/index.js';
+import type { BuiltinErrorCode, TaskResult, WorkflowHandle } from '../../src/index.js';
 
 const app = createApp({
   databaseUrl: 'postgres://unused@127.0.0.1/unused',
@@ -131,4 +131,28 @@ export function undeclaredCodeInHandler(): void {
     errorCodes: [[RangeError, 'OTHER_CODE']],
     handler: () => 1,
   });
+}
+
+const approval = z.object({ approved: z.boolean(), by: z.string() });
+const record = app.task({
+  name: 'approvals.record',
+  input: z.object({ approved: z.boolean(), by: z.string() }),
+  handler: ({ by }) => by.length,
+});
+
+export async function signalPayloadsAreTyped(): Promise<void> {
+  const wf = workflow(app, 'approvals');
+  const wait = wf.waitFor('approval', { schema: approval, timeoutMs: 60_000 });
+  const done = wf.node(record, { input: { approved: wait.result.approved, by: wait.result.by } });
+  // @ts-expect-error signal: the payload's `by` is a string, not a boolean
+  wf.node(record, { id: 'wrong', input: { approved: wait.result.by, by: wait.result.by } });
+  const slept = wf.sleep({ ms: 1000, waitsFor: [done] });
+  const handle: WorkflowHandle<number> = await wf.build({ output: done }).start();
+  await handle.signal(wait, { approved: true, by: 'ann' });
+  // @ts-expect-error signal: `approved` must be a boolean
+  await handle.signal(wait, { approved: 'yes', by: 'ann' });
+  // @ts-expect-error signal: a task node takes no signal
+  await handle.signal(done, { approved: true, by: 'ann' });
+  // @ts-expect-error signal: a sleep node takes no signal
+  await handle.signal(slept, null);
 }

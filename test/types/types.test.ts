@@ -60,6 +60,7 @@ describe('app and task types', () => {
           code: /"NOT_DECLARED"/,
           handler: /OTHER_CODE.*not listed in the task's errors/s,
           errorCodes: /"OTHER_CODE"/,
+          signal: /boolean|payloadInput|WaitNode/,
         };
         expect(text).toMatch(about[topic] ?? /$^/);
       }
