@@ -17,6 +17,7 @@ import type { WorkflowRow, WorkflowStatus } from '../db/workflows.js';
 import { HorsiesError } from '../errors.js';
 import { toWorkflowInfo } from '../workflow/WorkflowHandle.js';
 import type { WorkflowInfo } from '../workflow/WorkflowHandle.js';
+import type { SignalReceipt } from '../workflow/signals.js';
 import { dagNode } from '../workflow/dagNode.js';
 import { renderDag } from './dag.js';
 import { formatTable } from './format.js';
@@ -202,6 +203,21 @@ function describeOutcome(
           `${run} is ${status}: only a FAILED or PAUSED workflow's failed nodes can be run again; nothing changed`,
         ],
       };
+  }
+}
+
+/** What `workflows signal` says it did. */
+function signalMessage(id: string, node: string, receipt: SignalReceipt): string {
+  const at = `node "${node}" of workflow ${id}`;
+  switch (receipt.delivered) {
+    case 'resumed':
+      return `${at} completed with the signal (delivery ${receipt.id})`;
+    case 'kept':
+      return `${at} is not waiting yet: the signal is kept for it (delivery ${receipt.id})`;
+    case 'duplicate':
+      return `${at} already has delivery ${receipt.id}; nothing changed`;
+    case 'ignored':
+      return `${at} has ended (or its run has); nothing stored`;
   }
 }
 
@@ -459,6 +475,41 @@ export function addWorkflowCommands(program: Command): void {
             lines.push('', `child workflows: horsies workflows list --parent ${row.id}`);
           }
           console.log(lines.join('\n'));
+        });
+      },
+    );
+
+  withConnection(workflows.command('signal'))
+    .description(
+      'deliver a signal to a wait node of a run (wf.waitFor), validated with the schema the app declares for it',
+    )
+    .argument('<id>', 'workflow id')
+    .argument('<node>', 'id of the wait node')
+    .argument('<payload>', 'the payload, as JSON')
+    .requiredOption(
+      '--app <module>',
+      "file that exports the app, whose workflows declare the signal's schema",
+    )
+    .option('--export <name>', 'name of the export that holds the app')
+    .option('--delivery-id <id>', 'id of the delivery: the same id to the same node again changes nothing')
+    .option('--json', 'print what happened as one JSON object')
+    .action(
+      async (
+        id: string,
+        node: string,
+        text: string,
+        options: ConnectionOptions & { app: string; export?: string; deliveryId?: string; json?: boolean },
+      ) => {
+        let payload: unknown;
+        try {
+          payload = JSON.parse(text);
+        } catch (error) {
+          throw new HorsiesError('INVALID_PAYLOAD', `the payload is not JSON: ${(error as Error).message}`);
+        }
+        await withControlApp(options, async (app) => {
+          const receipt = await app.signal(id, node, payload, { id: options.deliveryId });
+          if (options.json) console.log(JSON.stringify({ workflowId: id, node, ...receipt }));
+          else console.log(signalMessage(id, node, receipt));
         });
       },
     );
