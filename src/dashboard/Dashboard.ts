@@ -45,11 +45,13 @@ import {
   runWorkflowAction,
 } from './workflowReads.js';
 import type { WorkflowAction, WorkflowListQuery } from './workflowReads.js';
+import { runSignalAction } from './signalAction.js';
 
 /** Settings of a dashboard. */
 export interface DashboardOptions {
   /**
-   * Enables actions (cancel, resubmit, pause, resume; a workflow's pause, resume, cancel and retry-failed).
+   * Enables actions (cancel, resubmit, pause, resume; a workflow's pause, resume, cancel and retry-failed, and a
+   * signal to a wait node).
    * Requests must carry it in the `x-horsies-token` header. Default: `HORSIES_DASHBOARD_TOKEN` from the
    * environment; none means read-only.
    */
@@ -202,6 +204,10 @@ export function createDashboard(source: DashboardSource, options: DashboardOptio
     if (first === 'queues' && second !== undefined && (third === 'pause' || third === 'resume')) {
       await setQueuePaused(db, second, third === 'pause');
       return json(res, 200, { queue: second, paused: third === 'pause' });
+    }
+    if (first === 'workflows' && second !== undefined && third === 'signal' && parts.length === 3) {
+      const answer = await runSignalAction(app, second, body);
+      return json(res, answer.status, answer.body);
     }
     if (
       first === 'workflows' &&

@@ -734,6 +734,8 @@ export interface WorkflowNodeGraphRow {
   subworkflow: string | null;
   /** The child workflow a subworkflow node started, once it has one. */
   child_workflow_id: string | null;
+  /** What a wait node waits for (read by the dashboard's graph; absent elsewhere). */
+  wait_kind?: 'signal' | 'sleep' | null;
 }
 
 /**

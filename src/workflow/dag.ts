@@ -25,6 +25,8 @@ export interface DagNode {
   subworkflow?: string | null;
   /** For a subworkflow node: the child workflow it started, once it has one. */
   childWorkflowId?: string | null;
+  /** For a node that runs no task but waits: for a signal (or event), or a sleep (else null or absent). */
+  wait?: 'signal' | 'sleep' | null;
 }
 
 /**

@@ -17,5 +17,6 @@ export function dagNode(row: WorkflowNodeGraphRow): DagNode {
     taskId: row.task_id,
     subworkflow: row.subworkflow,
     childWorkflowId: row.child_workflow_id,
+    ...(row.wait_kind ? { wait: row.wait_kind } : {}),
   };
 }

@@ -9,6 +9,7 @@ import { JsonBlock, Status } from '../components.js';
 import { time } from '../format.js';
 import { useApi } from '../hooks.js';
 import { Gantt } from './Gantt.js';
+import { SignalForm } from './SignalForm.js';
 
 function path(steps: (string | number)[]): string {
   return steps.length === 0 ? '(whole)' : steps.map(String).join('.');
@@ -34,7 +35,7 @@ export function NodeDetail(props: {
   onSelect: (index: number) => void;
   onClose: () => void;
 }): JSX.Element {
-  const { data, error } = useApi<WorkflowNodeDetail>(
+  const { data, error, reload } = useApi<WorkflowNodeDetail>(
     `workflows/${encodeURIComponent(props.workflowId)}/nodes/${props.index}`,
   );
   if (error) return <aside class="node-detail error">{error}</aside>;
@@ -114,6 +115,9 @@ export function NodeDetail(props: {
           </a>
         ) : null}
       </p>
+      {n.wait === 'signal' && (n.status === 'PENDING' || n.status === 'READY' || n.status === 'RUNNING') ? (
+        <SignalForm workflowId={props.workflowId} nodeId={n.id} onDone={reload} />
+      ) : null}
       <h4>Wired input</h4>
       {data.wired.length === 0 ? (
         <p class="muted">no references: its input is static</p>
