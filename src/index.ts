@@ -124,4 +124,12 @@ export type {
   ValidationIssue,
 } from './errors.js';
 export { TASK_STATUSES, TERMINAL_STATUSES, isTerminalStatus } from './types.js';
-export type { AttemptOutcome, JsonValue, TaskAttempt, TaskInfo, TaskProgress, TaskStatus } from './types.js';
+export type {
+  AttemptOutcome,
+  JsonValue,
+  TaskAttempt,
+  TaskInfo,
+  TaskProgress,
+  TaskStatus,
+  TaskStep,
+} from './types.js';

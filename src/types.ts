@@ -69,6 +69,14 @@ export type JsonValue = string | number | boolean | null | JsonValue[] | { [key:
 /** Outcome of one finished execution attempt, as stored in `horsies_task_attempts.outcome`. */
 export type AttemptOutcome = 'COMPLETED' | 'FAILED' | 'WORKER_FAILURE';
 
+/** One durable step of a task (`ctx.step()`): its name, its stored result and the attempt that stored it. */
+export interface TaskStep {
+  name: string;
+  result: JsonValue;
+  attempt: number;
+  storedAt: Date;
+}
+
 /** The public view of one row of `horsies_task_attempts`. */
 export interface TaskAttempt {
   /** 1-based attempt number. */
@@ -152,6 +160,8 @@ export interface TaskInfo {
   progress: TaskProgress | null;
   /** Present when requested with `{ attempts: true }`, ordered by attempt number. */
   attempts?: TaskAttempt[];
+  /** Present when requested with `{ steps: true }`: the results its runs stored with `ctx.step()`, in order. */
+  steps?: TaskStep[];
 }
 
 /** A task's latest progress report. */

@@ -12,13 +12,14 @@ import { TaskTracer } from '../tracing/TaskTracer.js';
 import { migrate } from '../db/Migrator.js';
 import type { MigrateResult } from '../db/Migrator.js';
 import { AttemptListByTask, TaskGet } from '../db/tasks.js';
+import { TaskStepList } from '../db/progress.js';
 import { ConfigError, HorsiesError, UnknownQueueError } from '../errors.js';
 import { declareSchedules } from '../scheduler/declare.js';
 import type { ScheduleConfig } from '../scheduler/declare.js';
 import { listSchedules, pauseSchedule, resumeSchedule, triggerSchedule } from '../scheduler/operations.js';
 import type { ScheduleInfo } from '../scheduler/operations.js';
 import type { TaskResult } from '../errors.js';
-import type { TaskInfo, TaskStatus } from '../types.js';
+import type { JsonValue, TaskInfo, TaskStatus } from '../types.js';
 import { parseConfig } from '../config.js';
 import { rateLimitSchema, resolveAppConfig } from './config.js';
 import { waitReason } from './waitReason.js';
@@ -246,11 +247,22 @@ export class App<Q extends string = string> implements HandleHost {
   }
 
   /** The task's row, with its attempts when asked; null if there is no such task. */
-  async getTask(id: string, options: { attempts?: boolean | undefined } = {}): Promise<TaskInfo | null> {
+  async getTask(
+    id: string,
+    options: { attempts?: boolean | undefined; steps?: boolean | undefined } = {},
+  ): Promise<TaskInfo | null> {
     const [row] = await this.db.run(TaskGet, { id });
     if (!row) return null;
     const attempts = options.attempts ? await this.db.run(AttemptListByTask, { taskId: id }) : undefined;
     const info = toTaskInfo(row, attempts);
+    if (options.steps) {
+      info.steps = (await this.db.run(TaskStepList, { taskId: id })).map((s) => ({
+        name: s.name,
+        result: s.result as JsonValue,
+        attempt: s.attempt,
+        storedAt: s.created_at,
+      }));
+    }
     if (row.status === 'PENDING') info.waiting = await waitReason(this.db, row);
     return info;
   }

@@ -62,6 +62,14 @@ export interface TaskContext {
     fn: (tx: TransactionClient) => Promise<T | TaskError> | T | TaskError,
     options?: TransactionOptions,
   ): Promise<T | TaskError>;
+  /**
+   * A durable step: runs `fn` once across the task's attempts. Its result (JSON only; anything else throws a
+   * `NotSerializableError`) is stored, fenced on this run's claim like progress; a later attempt (a retry after a
+   * crash or a failure) gets the stored result back without running `fn` again, and goes on from the first step
+   * not done. Each step of a run needs its own `name`. A run that lost its claim stores nothing: the step throws
+   * (`TASK_CLAIM_LOST`). Not available in blocking tasks (they run on a thread). See docs/tasks.md.
+   */
+  step<T>(name: string, fn: () => T | Promise<T>): Promise<T>;
 }
 
 /** Options of {@link TaskContext.transaction}. */

@@ -20,6 +20,8 @@
 import type { StandardSchemaV1 } from '@standard-schema/spec';
 import type { Logger } from 'pino';
 import type { TaskContext, TaskDefinition, TaskWorkflowContext } from '../client/TaskDefinition.js';
+import type { RunFence } from '../db/progress.js';
+import { StepJournal } from './StepJournal.js';
 import type { ErrorCodeMap } from '../client/policy.js';
 import { errorEnvelope, okEnvelope } from '../outcome.js';
 import type { Database } from '../db/Database.js';
@@ -374,10 +376,18 @@ export class Executor {
     transactional: { run: TransactionalRun | null },
   ): Promise<Outcome> {
     const transactions = definition.policies.blocking ? null : this.transactions;
-    const ctx = new HandlerContext(task, attempt, abort, this.logger, this.reportProgressOf, (fn, options) =>
-      transactions
-        ? (transactional.run ??= transactions.forRun(task, abort.signal)).run(fn, options)
-        : refuseTransaction(task.id, definition.policies.blocking),
+    let steps: StepJournal | null = null;
+    const ctx = new HandlerContext(
+      task,
+      attempt,
+      abort,
+      this.logger,
+      this.reportProgressOf,
+      (fn, options) =>
+        transactions
+          ? (transactional.run ??= transactions.forRun(task, abort.signal)).run(fn, options)
+          : refuseTransaction(task.id, definition.policies.blocking),
+      (name, fn) => (steps ??= new StepJournal(this.db, this.fenceOf(task))).run(name, fn),
     );
     return runHandler(definition, task.kwargs, ctx, this.options.appErrorCodes);
   }
@@ -388,14 +398,15 @@ export class Executor {
     let reporter = this.progress.get(task.id);
     if (!reporter) {
       if (!this.runs.has(task.id)) return;
-      reporter = new ProgressReporter(
-        this.db,
-        { id: task.id, workerId: this.options.identity.workerId, generation: task.claim_generation },
-        this.logger,
-      );
+      reporter = new ProgressReporter(this.db, this.fenceOf(task), this.logger);
       this.progress.set(task.id, reporter);
     }
     reporter.reportJson(json);
+  }
+
+  // What this run's owner writes (progress, steps) are fenced on: one place, for every such write.
+  private fenceOf(task: ClaimedTaskRow): RunFence {
+    return { id: task.id, workerId: this.options.identity.workerId, generation: task.claim_generation };
   }
 
   /**
@@ -466,8 +477,8 @@ export class Executor {
 
 /**
  * The context a handler gets, one per run. A class, with its getters on the prototype: an object literal with
- * getters took about 2 us to make in V8. `progress` and `transaction` are own functions, so that a handler may take
- * them out of the context (`{ progress }`) and call them.
+ * getters took about 2 us to make in V8. `progress`, `transaction` and `step` are own functions, so that a handler
+ * may take them out of the context (`{ progress }`) and call them.
  */
 class HandlerContext implements TaskContext {
   readonly taskId: string;
@@ -487,6 +498,7 @@ class HandlerContext implements TaskContext {
     logger: Logger,
     report: (task: ClaimedTaskRow, json: string) => void,
     readonly transaction: TaskContext['transaction'],
+    readonly step: TaskContext['step'],
   ) {
     this.taskId = task.id;
     this.taskName = task.task_name;

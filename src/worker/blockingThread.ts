@@ -7,7 +7,7 @@ import { parentPort, workerData } from 'node:worker_threads';
 import { pino } from 'pino';
 import { loadApp } from '../client/loadApp.js';
 import type { TaskContext } from '../client/TaskDefinition.js';
-import { TaskError } from '../errors.js';
+import { HorsiesError, TaskError } from '../errors.js';
 import type { ThreadReply, ThreadRequest } from './ThreadPool.js';
 import { runHandler } from './runHandler.js';
 import { toCanonicalJson } from '../json.js';
@@ -53,6 +53,13 @@ async function run(request: ThreadRequest): Promise<ThreadReply> {
       port.postMessage({ progress: request.id, value: json });
     },
     transaction: () => refuseTransaction(request.id, true),
+    step: () =>
+      Promise.reject(
+        new HorsiesError(
+          'STEP_UNAVAILABLE',
+          `task ${request.id}: ctx.step() is not available in blocking tasks`,
+        ),
+      ),
   };
   try {
     const outcome = await runHandler(definition, request.input, ctx, app.config.errorCodes);
