@@ -20,7 +20,7 @@ import { HorsiesError } from '../errors.js';
 import { TASK_STATUSES } from '../types.js';
 import type { TaskStatus } from '../types.js';
 import { refuseAction, refuseRead } from './actionGuard.js';
-import type { ScheduleList, ServerConfig } from './contract.js';
+import type { ScheduleList, ServerConfig, TaskSteps } from './contract.js';
 import { LiveFeed } from './LiveFeed.js';
 import type { LiveFeedOptions } from './LiveFeed.js';
 import {
@@ -46,6 +46,7 @@ import {
 } from './workflowReads.js';
 import type { WorkflowAction, WorkflowListQuery } from './workflowReads.js';
 import { runSignalAction } from './signalAction.js';
+import { TaskStepList } from '../db/progress.js';
 
 /** Settings of a dashboard. */
 export interface DashboardOptions {
@@ -147,6 +148,18 @@ export function createDashboard(source: DashboardSource, options: DashboardOptio
       if (parts.length === 2 && first === 'tasks' && second !== undefined) {
         const task = await readTask(db, second, hideData);
         return task ? json(res, 200, task) : json(res, 404, { error: `no task with id ${second}` });
+      }
+      if (parts.length === 3 && first === 'tasks' && second !== undefined && parts[2] === 'steps') {
+        const steps = await db.run(TaskStepList, { taskId: second });
+        return json(res, 200, {
+          hidden: hideData,
+          steps: steps.map((r) => ({
+            name: r.name,
+            result: hideData ? null : r.result,
+            attempt: r.attempt,
+            storedAt: r.created_at,
+          })),
+        } satisfies TaskSteps<Date>);
       }
       if (parts.length === 1 && first === 'workflows')
         return json(res, 200, await readWorkflowPage(db, workflowQuery(url)));

@@ -103,6 +103,13 @@ export interface WorkerRow<Time = string> {
   worker_started_at: Time | null;
 }
 
+/** `GET api/tasks/:id/steps`: the results a task's runs stored with `ctx.step()`, in order. */
+export interface TaskSteps<Time = string> {
+  /** Results left out (`hideData`). */
+  hidden: boolean;
+  steps: { name: string; result: unknown; attempt: number; storedAt: Time }[];
+}
+
 /** `GET api/tasks/:id`: a task with its attempts and latest heartbeats. */
 export interface TaskDetail<Time = string> extends TaskRow<Time> {
   /** Null when `hidden`. */

@@ -1,7 +1,7 @@
 /**
  * `ctx.step()`: a task of five steps whose worker is SIGKILLed after the third is retried elsewhere and runs
  * steps 4 and 5 only (each step's body counted in `step_runs`); a stale run's step write is refused by the fence;
- * steps are listed by `getTask` and go with their task.
+ * steps are listed by `getTask` and the dashboard's task page, and go with their task.
  */
 import { afterAll, describe, expect, it } from 'vitest';
 import { StepJournal } from '../../src/worker/StepJournal.js';
@@ -10,6 +10,7 @@ import { databaseUrl, eventually, useTestSchema } from '../support/db.js';
 import { factoriesFor } from '../support/factories.js';
 import { fastRecovery, fixtureModule, importFixture } from '../support/fixtures.js';
 import { startWorkerProcess } from '../support/processes.js';
+import { serveDashboard } from '../dashboard/support.js';
 
 const t = await useTestSchema();
 await t.query(
@@ -21,6 +22,7 @@ const fixture = await importFixture(
 );
 afterAll(() => fixture.app.close());
 const { insertTask } = factoriesFor(t);
+const dashboard = await serveDashboard(fixture.app);
 
 describe('ctx.step', () => {
   it('runs each step once across a crash: steps 1-3 on the first attempt, 4-5 on the retry', async () => {
@@ -101,6 +103,9 @@ describe('ctx.step', () => {
     expect(await new StepJournal(fixture.app.db, owner).run('charge', body)).toEqual({ n: 3 });
     expect(await new StepJournal(fixture.app.db, owner).run('charge', body)).toEqual({ n: 3 });
     expect(ran).toBe(3);
+    // The task page lists them.
+    const page = await dashboard.get<{ steps: { name: string; result: unknown }[] }>(`api/tasks/${id}/steps`);
+    expect(page.body.steps.map((st) => [st.name, st.result])).toEqual([['charge', { n: 3 }]]);
     const journal = new StepJournal(fixture.app.db, owner);
     await expect(journal.run('bad', () => 10n)).rejects.toMatchObject({ code: 'PAYLOAD_NOT_SERIALIZABLE' });
     await expect(journal.run('bad', () => 1)).rejects.toMatchObject({ code: 'STEP_INVALID' });

@@ -6,6 +6,7 @@ import { ago, time } from '../format.js';
 import { Gantt } from '../graph/Gantt.js';
 import { useApi } from '../hooks.js';
 import type { PageProps } from './PageProps.js';
+import { TaskSteps } from './TaskSteps.js';
 
 const TERMINAL = ['COMPLETED', 'FAILED', 'CANCELLED', 'EXPIRED'];
 
@@ -194,6 +195,7 @@ export function TaskPage(props: PageProps): JSX.Element {
           }))}
         />
       )}
+      <TaskSteps id={id} />
       <h2>Heartbeats (latest 20)</h2>
       <table data-testid="heartbeats">
         <thead>
