@@ -200,3 +200,81 @@ describe('events', () => {
     expect((await later.nodes())[0]?.status).toBe('RUNNING');
   });
 });
+
+describe('waits under control', () => {
+  const app = t.app();
+  const echo = app.task({
+    name: 'control.echo',
+    input: z.object({ by: z.string() }),
+    handler: ({ by }) => `echo ${by}`,
+  });
+  const worker = createWorker(app, { concurrency: 2 });
+  afterAll(() => worker.stop());
+
+  const wf = workflow(app, 'control.approval');
+  const wait = wf.waitFor('control.decision', { schema: approval, timeoutMs: 60_000 });
+  const after = wf.node(echo, { input: { by: wait.result.by } });
+  const flow = wf.build({ output: after });
+
+  it('fails WAIT_TIMEOUT, then waits again after retry-failed and completes with a signal', async () => {
+    await worker.start();
+    const handle = await flow.start();
+    // The timer made due now; the maintenance service fires it.
+    await t.query(
+      `UPDATE {{schema}}.horsies_workflow_tasks SET wait_due_at = now() WHERE workflow_id = $1 AND node_index = 0`,
+      [handle.id],
+    );
+    await new WorkflowTimers(app.db, { batchSize: 100 }).runOnce();
+    const failed = await handle.result({ timeoutMs: 5_000 });
+    expect(failed.ok).toBe(false);
+    expect(
+      (await handle.nodes()).map((n) => [n.id, n.status, n.result?.ok === false && n.result.error.code]),
+    ).toEqual([
+      ['control.decision', 'FAILED', 'WAIT_TIMEOUT'],
+      ['control.echo', 'SKIPPED', 'UPSTREAM_SKIPPED'],
+    ]);
+    // A signal to an ended node is ignored: nothing is stored for a later retry to find.
+    expect((await handle.signal(wait, { approved: true, by: 'late' })).delivered).toBe('ignored');
+    expect((await handle.retryFailed()).reopened).toBe(2);
+    expect((await handle.nodes())[0]?.status).toBe('RUNNING');
+    expect((await handle.signal(wait, { approved: true, by: 'again' })).delivered).toBe('resumed');
+    expect(await handle.result({ timeoutMs: 5_000 })).toEqual({ ok: true, value: 'echo again' });
+  });
+
+  it('takes a signal while paused; its dependents start on resume', async () => {
+    const paused = workflow(app, 'control.paused');
+    const w = paused.waitFor('control.decision', { schema: approval });
+    const next = paused.node(echo, { input: { by: w.result.by } });
+    const def = paused.build({ output: next });
+    const handle = await def.start();
+    await handle.pause();
+    expect((await handle.signal(w, { approved: true, by: 'pat' })).delivered).toBe('resumed');
+    expect((await handle.nodes()).map((n) => [n.id, n.status])).toEqual([
+      ['control.decision', 'COMPLETED'],
+      ['control.echo', 'PENDING'],
+    ]);
+    await handle.resume();
+    expect(await handle.result({ timeoutMs: 5_000 })).toEqual({ ok: true, value: 'echo pat' });
+  });
+
+  it("ends a child run through a signal, and its parent's node takes the child's result", async () => {
+    const child = workflow(app, 'control.child');
+    const cw = child.waitFor('control.decision', { schema: approval });
+    const childDef = child.build({ output: cw });
+    const parent = workflow(app, 'control.parent');
+    const sub = parent.node(childDef);
+    const out = parent.node(echo, { input: { by: sub.result.by } });
+    const parentDef = parent.build({ output: out });
+    const handle = await parentDef.start();
+    const [node] = await handle.nodes();
+    const [link] = await t.query<{ child_workflow_id: string }>(
+      'SELECT child_workflow_id FROM {{schema}}.horsies_workflow_tasks WHERE workflow_id = $1 AND node_index = 0',
+      [handle.id],
+    );
+    expect(node?.status).toBe('RUNNING');
+    expect(
+      (await childDef.handle(link!.child_workflow_id).signal(cw, { approved: true, by: 'kid' })).delivered,
+    ).toBe('resumed');
+    expect(await handle.result({ timeoutMs: 5_000 })).toEqual({ ok: true, value: 'echo kid' });
+  });
+});
