@@ -27,6 +27,7 @@ import {
   BadRequest,
   TASK_TABS,
   readDeadLetterGroups,
+  readFlow,
   readOverview,
   readQueues,
   readTask,
@@ -141,6 +142,8 @@ export function createDashboard(source: DashboardSource, options: DashboardOptio
       if (parts.length === 1 && first === 'overview') return json(res, 200, await readOverview(db));
       if (parts.length === 1 && first === 'queues') return json(res, 200, await readQueues(db));
       if (parts.length === 1 && first === 'workers') return json(res, 200, await readWorkers(db));
+      if (parts.length === 1 && first === 'flow')
+        return json(res, 200, await readFlow(db, optionalString(url, 'queue')));
       if (parts.length === 1 && first === 'dead-letters')
         return json(res, 200, await readDeadLetterGroups(db));
       if (parts.length === 1 && first === 'tasks')

@@ -300,3 +300,65 @@ export interface ScheduleList<Time = string> {
   fromApp: boolean;
   schedules: ScheduleRow<Time>[];
 }
+
+/** A rate limiter (`queue:<name>` or `task:<name>`): its setting, its starts in the window, and its pause. */
+export interface RateLimiterView<Time = string> {
+  key: string;
+  maxStarts: number;
+  intervalMs: number;
+  /** Starts within the last interval. */
+  used: number;
+  /** No start before this (set after an upstream's 429); null when never paused. */
+  pausedUntil: Time | null;
+  /** When it has room again: now when it has room. */
+  freeAt: Time;
+  /** `paused`: a pause stands; `full`: no room until `freeAt`; `open`: room now. */
+  state: 'open' | 'full' | 'paused';
+  updatedAt: Time;
+}
+
+/** One group's tasks in flight in one queue, against the queue's group limit. */
+export interface GroupInFlightView {
+  queue: string;
+  group: string;
+  /** Claimed (lease held) and running: what the limit counts. */
+  inFlight: number;
+  running: number;
+  /** The queue's `maxConcurrencyPerGroup`, null when it has none. */
+  limit: number | null;
+}
+
+/** A dedupe or debounce key a task holds now. */
+export interface HeldKeyView<Time = string> {
+  taskId: string;
+  taskName: string;
+  queue: string;
+  key: string;
+  /** `debounce` for a debounce key, else the dedupe scope. */
+  scope: 'pending' | 'debounce' | 'running' | 'finished';
+  status: string;
+  sentAt: Time;
+  /** When the task is due: for a debounced task, the last send plus its delay. */
+  dueAt: Time;
+  /** A `finished` holder: the end of its window; null for the other scopes. */
+  heldUntil: Time | null;
+}
+
+/**
+ * `GET api/flow` (optionally `?queue=`): the flow control in force. Each list holds at most {@link FlowState.limit}
+ * entries (`more` says there are others). The queue filter applies to groups and keys; limiters are all listed
+ * (a task's limiter applies wherever the task runs).
+ */
+export interface FlowState<Time = string> {
+  /** The database's clock when read. */
+  now: Time;
+  limit: number;
+  limiters: RateLimiterView<Time>[];
+  limitersMore: boolean;
+  /** Queues with a group limit. */
+  groupLimits: { queue: string; limit: number }[];
+  groups: GroupInFlightView[];
+  groupsMore: boolean;
+  keys: HeldKeyView<Time>[];
+  keysMore: boolean;
+}

@@ -27,9 +27,24 @@ import {
 } from '../db/dashboard.js';
 import type { PendingView, TaskListRow } from '../db/dashboard.js';
 import { AttemptListByTask, TaskGet } from '../db/tasks.js';
+import { ClockNow } from '../db/admin.js';
+import {
+  DashboardGroupLimits,
+  DashboardGroupsInFlight,
+  DashboardHeldKeys,
+  DashboardRateLimiters,
+} from '../db/flow.js';
 import { LIVE_WORKER_WINDOW_MS } from '../client/operations.js';
 import { TASK_STATUSES } from '../types.js';
-import type { DeadLetterGroup, Overview, QueueSummary, TaskDetail, TaskPage, WorkerRow } from './contract.js';
+import type {
+  DeadLetterGroup,
+  FlowState,
+  Overview,
+  QueueSummary,
+  TaskDetail,
+  TaskPage,
+  WorkerRow,
+} from './contract.js';
 
 /** The tabs of the task list: the asynq views (scheduled, retrying, dead) over horsies' statuses. */
 export const TASK_TABS = [
@@ -307,4 +322,63 @@ export async function readWorkers(db: Database): Promise<WorkerRow<Date>[]> {
 /** Dead letters (FAILED, CANCELLED, EXPIRED) grouped by task, queue and error code (the dead-letter page). */
 export function readDeadLetterGroups(db: Database): Promise<DeadLetterGroup<Date>[]> {
   return db.run(DashboardDeadLetterGroups, {});
+}
+
+/** Entries of each list of the flow view. */
+export const FLOW_LIMIT = 100;
+
+/**
+ * The flow control in force: rate limiters, group limits with the groups in flight, and the keys held, each list
+ * bounded by {@link FLOW_LIMIT} (one more is read to tell whether there are others). `queue` narrows the groups and
+ * the keys to one queue.
+ */
+export async function readFlow(db: Database, queue: string | null): Promise<FlowState<Date>> {
+  const fetch = FLOW_LIMIT + 1;
+  const [[clock], limiters, groupLimits, groups, keys] = await Promise.all([
+    db.run(ClockNow, {}),
+    db.run(DashboardRateLimiters, { limit: fetch }),
+    db.run(DashboardGroupLimits, { limit: fetch }),
+    db.run(DashboardGroupsInFlight, { queue, limit: fetch }),
+    db.run(DashboardHeldKeys, { queue, limit: fetch }),
+  ]);
+  const now = clock!.now;
+  return {
+    now,
+    limit: FLOW_LIMIT,
+    limiters: limiters.slice(0, FLOW_LIMIT).map((r) => ({
+      key: r.limiter_key,
+      maxStarts: r.max_starts,
+      intervalMs: r.interval_ms,
+      used: r.used,
+      pausedUntil: r.paused_until,
+      freeAt: r.free_at,
+      state: r.paused_until !== null && r.paused_until > now ? 'paused' : r.free_at > now ? 'full' : 'open',
+      updatedAt: r.updated_at,
+    })),
+    limitersMore: limiters.length > FLOW_LIMIT,
+    groupLimits: groupLimits
+      .filter((g) => queue === null || g.queue_name === queue)
+      .slice(0, FLOW_LIMIT)
+      .map((g) => ({ queue: g.queue_name, limit: g.group_limit })),
+    groups: groups.slice(0, FLOW_LIMIT).map((g) => ({
+      queue: g.queue_name,
+      group: g.group_key,
+      inFlight: g.in_flight,
+      running: g.running,
+      limit: g.group_limit,
+    })),
+    groupsMore: groups.length > FLOW_LIMIT,
+    keys: keys.slice(0, FLOW_LIMIT).map((k) => ({
+      taskId: k.id,
+      taskName: k.task_name,
+      queue: k.queue_name,
+      key: k.dedupe_key,
+      scope: k.dedupe_scope,
+      status: k.status,
+      sentAt: k.sent_at,
+      dueAt: k.enqueued_at,
+      heldUntil: k.held_until,
+    })),
+    keysMore: keys.length > FLOW_LIMIT,
+  };
 }

@@ -199,3 +199,91 @@ export const TaskFlowState = statement<
    ) l ON l.free_at > now()`,
   ({ queue, taskName, group }) => [queue, taskName, group],
 );
+
+/** A limiter as the dashboard's flow view lists it: {@link RateLimiterRow} with when its row last changed. */
+export interface DashboardLimiterRow extends RateLimiterRow {
+  updated_at: Date;
+}
+
+/** The first `limit` limiters by key (`horsies_rate_limiters_pkey`; one row per limited queue or task). */
+export const DashboardRateLimiters = statement<{ limit: number }, DashboardLimiterRow>(
+  'DashboardRateLimiters',
+  `SELECT r.limiter_key, r.max_starts, r.interval_ms, u.used::int AS used, r.paused_until,
+          GREATEST(now(), ${LIMITER_FREE_AT}) AS free_at, r.updated_at
+   FROM {{schema}}.horsies_rate_limiters r
+   CROSS JOIN LATERAL (${LIMITER_USED}) u
+   ORDER BY r.limiter_key
+   LIMIT $1`,
+  ({ limit }) => [limit],
+);
+
+/** Every queue's group limit, as last declared by a worker (`horsies_group_limits_pkey`). */
+export const DashboardGroupLimits = statement<
+  { limit: number },
+  { queue_name: string; group_limit: number; updated_at: Date }
+>(
+  'DashboardGroupLimits',
+  `SELECT queue_name, group_limit, updated_at FROM {{schema}}.horsies_group_limits ORDER BY queue_name LIMIT $1`,
+  ({ limit }) => [limit],
+);
+
+/** One group's tasks in flight in one queue. */
+export interface GroupInFlightRow {
+  queue_name: string;
+  group_key: string;
+  /** CLAIMED tasks whose lease holds and RUNNING ones: what the group limit counts. */
+  in_flight: number;
+  running: number;
+  /** The queue's group limit, or null when it has none. */
+  group_limit: number | null;
+}
+
+/**
+ * Groups with tasks in flight, the busiest first, `limit` of them, in one queue or all: read through
+ * `horsies_tasks_group_in_flight_idx`, which holds the claimed tasks that carry a group (no more than the workers'
+ * slots and prefetch), counted as the group limit counts them.
+ */
+export const DashboardGroupsInFlight = statement<{ queue: string | null; limit: number }, GroupInFlightRow>(
+  'DashboardGroupsInFlight',
+  `SELECT t.queue_name, t.group_key, count(*)::int AS in_flight,
+          count(*) FILTER (WHERE t.status = 'RUNNING')::int AS running, g.group_limit
+   FROM {{schema}}.horsies_tasks t
+   LEFT JOIN {{schema}}.horsies_group_limits g ON g.queue_name = t.queue_name
+   WHERE t.claimed AND t.group_key IS NOT NULL AND ($1::text IS NULL OR t.queue_name = $1)
+     AND (t.status = 'RUNNING' OR t.claim_expires_at > now())
+   GROUP BY t.queue_name, t.group_key, g.group_limit
+   ORDER BY in_flight DESC, t.queue_name, t.group_key
+   LIMIT $2`,
+  ({ queue, limit }) => [queue, limit],
+);
+
+/** A dedupe or debounce key held by a task. */
+export interface HeldKeyRow {
+  id: string;
+  task_name: string;
+  queue_name: string;
+  dedupe_key: string;
+  dedupe_scope: 'pending' | 'debounce' | 'running' | 'finished';
+  status: string;
+  sent_at: Date;
+  /** When the task is due (a debounced task: the last send plus its delay). */
+  enqueued_at: Date;
+  finished_at: Date | null;
+  /** A `finished` holder: the end of its window (its key is released by the first send after it). */
+  held_until: Date | null;
+}
+
+/**
+ * Keys held now, by task name and key, the first `limit` of them, in one queue or all: a walk of
+ * `horsies_tasks_dedupe_key_idx`, the unique index over exactly the held keys, in its own order.
+ */
+export const DashboardHeldKeys = statement<{ queue: string | null; limit: number }, HeldKeyRow>(
+  'DashboardHeldKeys',
+  `SELECT id, task_name, queue_name, dedupe_key, dedupe_scope, status, sent_at, enqueued_at, finished_at,
+          finished_at + dedupe_window_ms * interval '1 millisecond' AS held_until
+   FROM {{schema}}.horsies_tasks
+   WHERE dedupe_held AND ($1::text IS NULL OR queue_name = $1)
+   ORDER BY task_name, dedupe_key
+   LIMIT $2`,
+  ({ queue, limit }) => [queue, limit],
+);

@@ -1,7 +1,11 @@
-/** Queues: depth, in flight, caps and priority as the workers report them, pause and resume. */
+/**
+ * Queues: depth, in flight, caps and priority as the workers report them, pause and resume; below them the flow
+ * control in force (`#/queues?queue=<name>` narrows it to one queue).
+ */
 import type { JSX } from 'preact';
 import type { QueueSummary } from '../../../contract.js';
 import { ActionMessage, useAction } from '../components.js';
+import { FlowSection } from './FlowSection.js';
 import { ago, count } from '../format.js';
 import { useApi } from '../hooks.js';
 import type { PageProps } from './PageProps.js';
@@ -37,7 +41,13 @@ export function QueuesPage(props: PageProps): JSX.Element {
           {data.map((q) => (
             <tr key={q.queue} data-queue={q.queue}>
               <td>
-                <a href={`#/tasks?tab=pending&queue=${encodeURIComponent(q.queue)}`}>{q.queue}</a>
+                <a href={`#/tasks?tab=pending&queue=${encodeURIComponent(q.queue)}`}>{q.queue}</a>{' '}
+                <a
+                  href={`#/queues?queue=${encodeURIComponent(q.queue)}`}
+                  title={`flow control of ${q.queue}`}
+                >
+                  flow
+                </a>
               </td>
               <td data-testid="queue-state">{q.paused ? <span class="tag">paused</span> : 'active'}</td>
               <td class="num">{count(q.pending)}</td>
@@ -74,6 +84,7 @@ export function QueuesPage(props: PageProps): JSX.Element {
       <p class="muted">
         Finished counts cover the last hour; priority and caps come from the live workers' snapshots.
       </p>
+      <FlowSection queue={props.query.get('queue') || null} />
     </section>
   );
 }
