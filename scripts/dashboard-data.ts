@@ -29,6 +29,18 @@ import {
   DashboardThroughput,
   DashboardWorkers,
 } from '../src/db/dashboard.js';
+import {
+  DashboardWorkflowGraph,
+  DashboardWorkflowNode,
+  DashboardWorkflowSpans,
+} from '../src/db/dashboard.js';
+import {
+  DashboardGroupLimits,
+  DashboardGroupsInFlight,
+  DashboardHeldKeys,
+  DashboardRateLimiters,
+} from '../src/db/flow.js';
+import { WorkflowGet } from '../src/db/workflows.js';
 import { AttemptListByTask, TaskGet } from '../src/db/tasks.js';
 
 /** Runs SQL with `{{schema}}` replaced by the quoted schema name. */
@@ -91,8 +103,43 @@ export async function fillTasks(query: SchemaQuery, n = 1_000_000): Promise<void
             ARRAY['default', 'emails', 'reports', 'media'], 10
      FROM generate_series(1, 20000) i`,
   );
+  await fillWorkflows(query);
   await query(`VACUUM ANALYZE {{schema}}.horsies_tasks`);
   await query(`VACUUM ANALYZE {{schema}}.horsies_worker_states`);
+  await query(`VACUUM ANALYZE {{schema}}.horsies_workflows`);
+  await query(`VACUUM ANALYZE {{schema}}.horsies_workflow_tasks`);
+}
+
+/** The id of the large workflow {@link fillWorkflows} makes, and of one of its small ones. */
+export const BIG_WORKFLOW_ID = '01900000-0000-7000-9000-000000000000';
+export const SMALL_WORKFLOW_ID = '01900000-0000-7000-9000-000000000001';
+
+/**
+ * Workflows beside the tasks: 200 finished runs of 100 nodes and one of 5,000, each node a chain link (it waits
+ * for the one before) linked to one of the tasks above, so the graph and timeline reads look tasks up by key.
+ */
+async function fillWorkflows(query: SchemaQuery): Promise<void> {
+  await query(
+    `INSERT INTO {{schema}}.horsies_workflows
+       (id, name, status, definition_sha, nodes_total, nodes_terminal, root_workflow_id, sent_at, started_at,
+        completed_at)
+     SELECT w.id, 'bench.flow', 'COMPLETED', 'sha', w.n, w.n, w.id, now() - interval '1 hour',
+            now() - interval '1 hour', now()
+     FROM (SELECT '01900000-0000-7000-9000-' || lpad(to_hex(i), 12, '0') AS id, CASE WHEN i = 0 THEN 5000 ELSE 100 END AS n
+           FROM generate_series(0, 200) i) w`,
+  );
+  await query(
+    `INSERT INTO {{schema}}.horsies_workflow_tasks
+       (workflow_id, node_index, node_id, task_name, queue_name, priority, dependencies, input_template, status,
+        task_id, enqueued_at, completed_at)
+     SELECT w.id, k, 'n' || k, 'task_' || (k % 8), 'default', 100,
+            CASE WHEN k = 0 THEN '{}'::int[] ELSE ARRAY[k - 1] END, '{}'::jsonb, 'COMPLETED',
+            '01900000-0000-7000-8000-' || lpad(to_hex(1 + (w.i * 5000 + k) % 900000), 12, '0'),
+            now() - interval '1 hour', now()
+     FROM (SELECT i, '01900000-0000-7000-9000-' || lpad(to_hex(i), 12, '0') AS id, CASE WHEN i = 0 THEN 5000 ELSE 100 END AS n
+           FROM generate_series(0, 200) i) w,
+          generate_series(0, w.n - 1) k`,
+  );
 }
 
 /** One query a page runs, with the index it must use. */
@@ -315,5 +362,51 @@ export function pageQueries(taskId: string): PageQuery[] {
       'horsies_heartbeats_task_role_sent_idx',
     ),
     q('dead letters', 'failed groups', DashboardDeadLetterGroups, {}, 'horsies_tasks_dead_letter_idx'),
+    q('queues, flow', 'rate limiters', DashboardRateLimiters, { limit: 101 }, null),
+    q('queues, flow', 'group limits', DashboardGroupLimits, { limit: 101 }, null),
+    q(
+      'queues, flow',
+      'groups in flight',
+      DashboardGroupsInFlight,
+      { queue: null, limit: 101 },
+      'horsies_tasks_group_in_flight_idx',
+    ),
+    q(
+      'queues, flow',
+      'groups in flight, one queue',
+      DashboardGroupsInFlight,
+      { queue: 'emails', limit: 101 },
+      'horsies_tasks_group_in_flight_idx',
+    ),
+    q(
+      'queues, flow',
+      'keys held',
+      DashboardHeldKeys,
+      { queue: null, limit: 101 },
+      'horsies_tasks_dedupe_key_idx',
+    ),
+    q(
+      'queues, flow',
+      'keys held, one queue',
+      DashboardHeldKeys,
+      { queue: 'emails', limit: 101 },
+      'horsies_tasks_dedupe_key_idx',
+    ),
+    q('workflow', 'workflow by id', WorkflowGet, { id: BIG_WORKFLOW_ID }, null),
+    ...[BIG_WORKFLOW_ID, SMALL_WORKFLOW_ID].flatMap((workflowId) => {
+      const size = workflowId === BIG_WORKFLOW_ID ? '5,000 nodes' : '100 nodes';
+      // Each node's task by its key: the index of the task table, never a scan or a hash of it.
+      return [
+        q('workflow', `graph, ${size}`, DashboardWorkflowGraph, { workflowId }, 'horsies_tasks_pkey'),
+        q('workflow', `timeline, ${size}`, DashboardWorkflowSpans, { workflowId }, 'horsies_tasks_pkey'),
+      ];
+    }),
+    q(
+      'workflow',
+      'one node',
+      DashboardWorkflowNode,
+      { workflowId: BIG_WORKFLOW_ID, nodeIndex: 4999 },
+      'horsies_workflow_tasks_pkey',
+    ),
   ];
 }
