@@ -27,6 +27,7 @@ import {
   DashboardRecentFinished,
   DashboardRetryingPage,
   DashboardThroughput,
+  DashboardWorkerStops,
   DashboardWorkers,
 } from '../src/db/dashboard.js';
 import {
@@ -218,6 +219,7 @@ export function pageQueries(taskId: string): PageQuery[] {
       { withinMs: 600_000 },
       'horsies_worker_states_snapshot_at_idx',
     ),
+    q('overview, workers', 'stopped workers', DashboardWorkerStops, { withinMs: 600_000, limit: 100 }, null),
     q('overview', 'leaders', DashboardLeaders, {}, null),
     q('queues', 'queue states', DashboardQueueStates, {}, null),
     q('tasks', 'pending', DashboardPendingPage, pending, 'horsies_tasks_claim_idx'),

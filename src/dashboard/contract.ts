@@ -78,17 +78,24 @@ export interface Overview<Time = string> {
   };
   oldestReadyAt: Time | null;
   throughput: { bucket: Time; completed: number; failed: number; other: number }[];
-  workers: { live: number; stale: number };
+  /** Workers seen in the last ten minutes: live, silent (stale), and stopped cleanly. */
+  workers: { live: number; stale: number; stopped: number };
   leaders: { name: string; leader_id: string; elected_at: Time; expires_at: Time; live: boolean }[];
 }
 
-/** A worker's latest snapshot (`GET api/workers` lists those of the last ten minutes). */
+/**
+ * A worker's latest snapshot, or its stop record when it stopped cleanly (`GET api/workers` lists those of the last
+ * ten minutes: live and stale workers, then stopped ones). A stopped worker's figures are null.
+ */
 export interface WorkerRow<Time = string> {
   worker_id: string;
+  /** The latest snapshot's time; for a stopped worker, when it stopped. */
   snapshot_at: Time;
   age_ms: number;
-  /** Older than the live window. */
+  /** Older than the live window (never for a stopped worker). */
   stale: boolean;
+  /** When it stopped cleanly; null while it runs (or when it died: then `stale`). */
+  stopped_at: Time | null;
   hostname: string | null;
   pid: number | null;
   processes: number | null;

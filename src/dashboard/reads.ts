@@ -23,6 +23,7 @@ import {
   DashboardRecentFinished,
   DashboardRetryingPage,
   DashboardThroughput,
+  DashboardWorkerStops,
   DashboardWorkers,
 } from '../db/dashboard.js';
 import type { PendingView, TaskListRow } from '../db/dashboard.js';
@@ -79,6 +80,8 @@ export interface TaskListQuery {
 /** Snapshots older than this are listed as stale; older still, not at all. */
 const WORKER_HISTORY_MS = 10 * 60_000;
 const HOUR_MS = 60 * 60_000;
+/** Stopped workers listed at most. */
+const MAX_STOPPED_WORKERS = 100;
 
 const FINISHED_STATUSES: Partial<Record<TaskTab, string[] | null>> = {
   completed: ['COMPLETED'],
@@ -284,10 +287,11 @@ export async function readQueues(db: Database): Promise<QueueSummary<Date>[]> {
 
 /** The overview page: queues, totals, the last hour's throughput by minute, workers and leaders. */
 export async function readOverview(db: Database): Promise<Overview<Date>> {
-  const [queues, throughput, workers, leaders] = await Promise.all([
+  const [queues, throughput, workers, stops, leaders] = await Promise.all([
     readQueues(db),
     db.run(DashboardThroughput, { windowMs: HOUR_MS, bucketMs: 60_000 }),
     db.run(DashboardWorkers, { withinMs: WORKER_HISTORY_MS }),
+    db.run(DashboardWorkerStops, { withinMs: WORKER_HISTORY_MS, limit: MAX_STOPPED_WORKERS }),
     db.run(DashboardLeaders, {}),
   ]);
   const totals = { pending: 0, scheduled: 0, claimed: 0, running: 0, lastHour: zeroCounts() };
@@ -308,15 +312,52 @@ export async function readOverview(db: Database): Promise<Overview<Date>> {
     totals,
     oldestReadyAt,
     throughput,
-    workers: { live: live.length, stale: workers.length - live.length },
+    workers: { live: live.length, stale: workers.length - live.length, stopped: stops.length },
     leaders,
   };
 }
 
-/** Worker snapshots of the last ten minutes, each marked stale when older than the live window. */
+/**
+ * Worker snapshots of the last ten minutes, each marked stale when older than the live window, then the workers
+ * that stopped cleanly in that time (the latest {@link MAX_STOPPED_WORKERS}), unless a later snapshot of the same
+ * id shows it running again.
+ */
 export async function readWorkers(db: Database): Promise<WorkerRow<Date>[]> {
-  const rows = await db.run(DashboardWorkers, { withinMs: WORKER_HISTORY_MS });
-  return rows.map((w) => ({ ...w, stale: w.age_ms > LIVE_WORKER_WINDOW_MS }));
+  const [rows, stops] = await Promise.all([
+    db.run(DashboardWorkers, { withinMs: WORKER_HISTORY_MS }),
+    db.run(DashboardWorkerStops, { withinMs: WORKER_HISTORY_MS, limit: MAX_STOPPED_WORKERS }),
+  ]);
+  // Of a snapshot and a stop record of one worker id, the later one tells.
+  const latest = new Map<string, number>();
+  for (const w of rows) latest.set(w.worker_id, w.snapshot_at.getTime());
+  for (const s of stops)
+    latest.set(s.worker_id, Math.max(latest.get(s.worker_id) ?? -Infinity, s.stopped_at.getTime()));
+  return [
+    ...rows
+      .filter((w) => latest.get(w.worker_id) === w.snapshot_at.getTime())
+      .map((w) => ({ ...w, stale: w.age_ms > LIVE_WORKER_WINDOW_MS, stopped_at: null })),
+    ...stops
+      .filter((s) => latest.get(s.worker_id) === s.stopped_at.getTime())
+      .map((s) => ({
+        worker_id: s.worker_id,
+        snapshot_at: s.stopped_at,
+        age_ms: s.age_ms,
+        stale: false,
+        stopped_at: s.stopped_at,
+        hostname: s.hostname,
+        pid: s.pid,
+        processes: null,
+        queues: s.queues,
+        tasks_running: null,
+        tasks_claimed: null,
+        memory_usage_mb: null,
+        cpu_percent: null,
+        max_claim_per_worker: null,
+        cluster_wide_cap: null,
+        queue_max_concurrency: null,
+        worker_started_at: s.worker_started_at,
+      })),
+  ];
 }
 
 /** Dead letters (FAILED, CANCELLED, EXPIRED) grouped by task, queue and error code (the dead-letter page). */

@@ -330,6 +330,29 @@ export const DashboardWorkers = statement<{ withinMs: number }, WorkerRow>(
   ({ withinMs }) => [withinMs],
 );
 
+/** A worker that stopped cleanly: its stop record. */
+export interface WorkerStopRow {
+  worker_id: string;
+  stopped_at: Date;
+  age_ms: number;
+  hostname: string | null;
+  pid: number | null;
+  queues: string[] | null;
+  worker_started_at: Date | null;
+}
+
+/** Workers that stopped within `withinMs`, the latest first, `limit` of them (`horsies_worker_stops_stopped_at_idx`). */
+export const DashboardWorkerStops = statement<{ withinMs: number; limit: number }, WorkerStopRow>(
+  'DashboardWorkerStops',
+  `SELECT worker_id, stopped_at, (extract(epoch FROM now() - stopped_at) * 1000)::float8 AS age_ms, hostname, pid,
+          queues, worker_started_at
+   FROM {{schema}}.horsies_worker_stops
+   WHERE stopped_at > now() - $1 * interval '1 millisecond'
+   ORDER BY stopped_at DESC
+   LIMIT $2`,
+  ({ withinMs, limit }) => [withinMs, limit],
+);
+
 /** Elected roles (the maintenance leader) and whether their lease still holds. */
 export const DashboardLeaders = statement<
   Record<string, never>,

@@ -184,14 +184,29 @@ export interface WorkerSnapshot {
   taskNames: string[];
 }
 
+/** What a worker's stop record keeps of it. */
+export interface WorkerStop {
+  workerId: string;
+  hostname: string | null;
+  pid: number | null;
+  queues: string[];
+  workerStartedAt: Date;
+}
+
 /**
- * Deletes a worker's snapshots: it stopped cleanly, so it neither runs nor serves any task, and nothing about it is
- * stale (`horsies_worker_states_worker_snapshot_idx`).
+ * A clean stop: deletes the worker's snapshots (it neither runs nor serves any task, and nothing about it is
+ * stale; `horsies_worker_states_worker_snapshot_idx`) and writes its stop record (`horsies_worker_stops`, migration
+ * 31), in one statement, so a reader sees the worker either live or stopped.
  */
-export const WorkerStateDelete = statement<{ workerId: string }, never>(
-  'WorkerStateDelete',
-  `DELETE FROM {{schema}}.horsies_worker_states WHERE worker_id = $1`,
-  ({ workerId }) => [workerId],
+export const WorkerStopRecord = statement<WorkerStop, never>(
+  'WorkerStopRecord',
+  `WITH gone AS (DELETE FROM {{schema}}.horsies_worker_states WHERE worker_id = $1)
+   INSERT INTO {{schema}}.horsies_worker_stops (worker_id, hostname, pid, queues, worker_started_at, stopped_at)
+   VALUES ($1, $2, $3, $4, $5, now())
+   ON CONFLICT (worker_id) DO UPDATE
+   SET hostname = EXCLUDED.hostname, pid = EXCLUDED.pid, queues = EXCLUDED.queues,
+       worker_started_at = EXCLUDED.worker_started_at, stopped_at = EXCLUDED.stopped_at`,
+  (w) => [w.workerId, w.hostname, w.pid, w.queues, w.workerStartedAt],
 );
 
 /** Inserts one worker snapshot. */

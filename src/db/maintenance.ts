@@ -77,6 +77,21 @@ export const WorkerStatePrune = statement<PruneParams, { deleted: number }>(
   ({ olderThanMs, limit, now }) => [olderThanMs, limit, now ?? null],
 );
 
+/** Deletes up to `limit` worker stop records older than `olderThanMs` (`horsies_worker_stops_stopped_at_idx`). */
+export const WorkerStopPrune = statement<PruneParams, { deleted: number }>(
+  'WorkerStopPrune',
+  `WITH gone AS (
+     DELETE FROM {{schema}}.horsies_worker_stops WHERE worker_id IN (
+       SELECT worker_id FROM {{schema}}.horsies_worker_stops
+       WHERE stopped_at < coalesce($3::timestamptz, now()) - $1 * interval '1 millisecond'
+       LIMIT $2
+     )
+     RETURNING 1
+   )
+   SELECT count(*)::int AS deleted FROM gone`,
+  ({ olderThanMs, limit, now }) => [olderThanMs, limit, now ?? null],
+);
+
 /**
  * Deletes up to `limit` terminal tasks finished more than `olderThanMs` ago (their attempts cascade), except
  * COMPLETED tasks with a retention of their own, which {@link TaskPrunePurgeable} handles.

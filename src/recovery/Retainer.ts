@@ -1,5 +1,5 @@
 /**
- * Maintenance: retention. Deletes old heartbeats, old worker snapshots, terminal tasks past the retention
+ * Maintenance: retention. Deletes old heartbeats, old worker snapshots and stop records, terminal tasks past the retention
  * period (their attempts cascade), and COMPLETED tasks whose own retention ran out. Every delete is a bounded
  * batch, and a pass runs at most `retentionMaxBatchesPerRun` of them per table.
  */
@@ -12,6 +12,7 @@ import {
   TaskPruneFinished,
   TaskPrunePurgeable,
   WorkerStatePrune,
+  WorkerStopPrune,
 } from '../db/maintenance.js';
 import { WorkflowPruneFinished } from '../db/workflows.js';
 import type { PruneParams } from '../db/maintenance.js';
@@ -21,6 +22,7 @@ import type { MaintenanceService } from './Maintainer.js';
 /** Rows deleted by one pass, per table. */
 export interface RetainerResult {
   heartbeats: number;
+  /** Worker snapshots and stop records. */
   workerStates: number;
   tasks: number;
   /** Terminal workflows (their nodes go with them). */
@@ -48,7 +50,8 @@ export class Retainer implements MaintenanceService<RetainerResult> {
     const workerStates =
       workerStateRetentionHours === null
         ? 0
-        : await this.drain(WorkerStatePrune, workerStateRetentionHours * HOUR_MS);
+        : (await this.drain(WorkerStatePrune, workerStateRetentionHours * HOUR_MS)) +
+          (await this.drain(WorkerStopPrune, workerStateRetentionHours * HOUR_MS));
     let tasks = await this.drain(TaskPrunePurgeable, 0);
     let workflows = 0;
     if (terminalRecordRetentionHours !== null) {

@@ -19,7 +19,7 @@ export interface RecoveryConfig {
   checkIntervalMs?: number | undefined;
   /** Delete heartbeats older than this; null keeps them. Default 24. */
   heartbeatRetentionHours?: number | null | undefined;
-  /** Delete worker snapshots older than this; null keeps them. Default 168 (7 days). */
+  /** Delete worker snapshots and stop records older than this; null keeps them. Default 168 (7 days). */
   workerStateRetentionHours?: number | null | undefined;
   /** Delete terminal tasks (and their attempts) finished longer ago than this; null keeps them. Default 720. */
   terminalRecordRetentionHours?: number | null | undefined;

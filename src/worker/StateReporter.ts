@@ -4,7 +4,7 @@ import type { StandardSchemaV1 } from '@standard-schema/spec';
 import type { ResolvedAppConfig } from '../client/config.js';
 import type { TaskDefinition } from '../client/TaskDefinition.js';
 import type { Database } from '../db/Database.js';
-import { WorkerStateDelete, WorkerStateInsert } from '../db/liveness.js';
+import { WorkerStateInsert, WorkerStopRecord } from '../db/liveness.js';
 import type { WorkerSnapshot } from '../db/liveness.js';
 import type { ResolvedWorkerConfig } from './config.js';
 import type { WorkerSink } from './events.js';
@@ -17,9 +17,10 @@ export type WorkerSnapshotStatic = Omit<
 >;
 
 /**
- * Reports one worker's state. A worker that stops cleanly retires its snapshots: left behind, its last one would
- * age into a stale worker on the dashboard (a clean stop looking like a crash, once per `horsies dev` reload) and
- * keep counting as serving its tasks until it left the live window.
+ * Reports one worker's state. A worker that stops cleanly retires its snapshots and leaves a stop record instead:
+ * left behind, its last snapshot would age into a stale worker on the dashboard (a clean stop looking like a
+ * crash, once per `horsies dev` reload) and keep counting as serving its tasks until it left the live window; the
+ * stop record shows it stopped.
  */
 export class StateReporter {
   private timer: NodeJS.Timeout | null = null;
@@ -114,10 +115,21 @@ export class StateReporter {
     this.timer = null;
   }
 
-  /** Stops reporting and deletes the worker's snapshots, once a snapshot under way is written. */
+  /**
+   * Stops reporting, then (once a snapshot under way is written) deletes the worker's snapshots and writes its
+   * stop record, in one statement. A worker that never reported (interval 0) leaves none.
+   */
   async retire(): Promise<void> {
     this.stop();
     await this.reporting;
-    await this.db.run(WorkerStateDelete, { workerId: this.fixed.worker.workerId });
+    if (this.intervalMs <= 0) return;
+    const { worker } = this.fixed;
+    await this.db.run(WorkerStopRecord, {
+      workerId: worker.workerId,
+      hostname: worker.hostname,
+      pid: worker.pid,
+      queues: this.fixed.queues,
+      workerStartedAt: this.startedAt,
+    });
   }
 }

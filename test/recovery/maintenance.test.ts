@@ -25,7 +25,7 @@ const DAY_MS = 24 * HOUR_MS;
 beforeEach(async () => {
   await t.query(
     `TRUNCATE {{schema}}.horsies_task_attempts, {{schema}}.horsies_task_steps, {{schema}}.horsies_tasks,
-              {{schema}}.horsies_heartbeats, {{schema}}.horsies_worker_states`,
+              {{schema}}.horsies_heartbeats, {{schema}}.horsies_worker_states, {{schema}}.horsies_worker_stops`,
   );
 });
 
@@ -233,6 +233,20 @@ describe('Retainer', () => {
       'SELECT worker_id FROM {{schema}}.horsies_worker_states ORDER BY worker_id',
     );
     expect(rows.map((r) => r.worker_id)).toEqual(['ws-now', 'ws-young']);
+  });
+
+  it('deletes worker stop records older than workerStateRetentionHours and keeps younger ones', async () => {
+    await t.query(
+      `INSERT INTO {{schema}}.horsies_worker_stops (worker_id, stopped_at)
+       VALUES ('stop-old', now() - interval '169 hours'),
+              ('stop-young', now() - interval '167 hours')`,
+    );
+    const result = await new Retainer(app.db, config()).runOnce();
+    expect(result).toEqual<RetainerResult>({ heartbeats: 0, workerStates: 1, tasks: 0, workflows: 0 });
+    const rows = await t.query<{ worker_id: string }>(
+      'SELECT worker_id FROM {{schema}}.horsies_worker_stops ORDER BY worker_id',
+    );
+    expect(rows.map((r) => r.worker_id)).toEqual(['stop-young']);
   });
 
   it('keeps a table whose retention is null', async () => {

@@ -59,7 +59,7 @@ describe('worker snapshots', () => {
     await worker.stop();
   });
 
-  it('are deleted when the worker stops cleanly: a stopped worker is not shown as a stale one', async () => {
+  it('are replaced by a stop record when the worker stops cleanly: it shows stopped, not stale', async () => {
     const app = t.app();
     app.task({ name: 'snap.idle', input: z.object({}), handler: () => 1 });
     const worker = createWorker(app, { snapshotIntervalMs: 50 });
@@ -74,6 +74,13 @@ describe('worker snapshots', () => {
     await eventually(async () => ((await count()) >= 2 ? true : undefined));
     await worker.stop();
     expect(await count()).toBe(0);
+    const stops = await t.query<{ hostname: string; pid: number; queues: string[]; stopped_at: Date }>(
+      'SELECT hostname, pid, queues, stopped_at FROM {{schema}}.horsies_worker_stops WHERE worker_id = $1',
+      [worker.id],
+    );
+    expect(stops).toEqual([
+      { hostname: expect.any(String), pid: process.pid, queues: ['default'], stopped_at: expect.any(Date) },
+    ]);
   });
 });
 

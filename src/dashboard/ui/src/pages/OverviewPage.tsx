@@ -54,7 +54,16 @@ export function OverviewPage(): JSX.Element {
         />
         <Stat
           id="workers"
-          label={`workers live${data.workers.stale ? ` (${data.workers.stale} stale)` : ''}`}
+          label={`workers live${
+            data.workers.stale || data.workers.stopped
+              ? ` (${[
+                  data.workers.stale ? `${data.workers.stale} stale` : '',
+                  data.workers.stopped ? `${data.workers.stopped} stopped` : '',
+                ]
+                  .filter(Boolean)
+                  .join(', ')})`
+              : ''
+          }`}
           value={data.workers.live}
         />
         <Stat

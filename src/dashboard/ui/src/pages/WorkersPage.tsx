@@ -1,4 +1,7 @@
-/** Workers: the latest snapshot of each worker seen in the last ten minutes; silent ones marked stale. */
+/**
+ * Workers: the latest snapshot of each worker seen in the last ten minutes, silent ones marked stale, and the
+ * workers that stopped cleanly in that time marked stopped.
+ */
 import type { JSX } from 'preact';
 import type { WorkerRow } from '../../../contract.js';
 import { ago, duration } from '../format.js';
@@ -31,14 +34,32 @@ export function WorkersPage(): JSX.Element {
         </thead>
         <tbody>
           {data.map((w) => (
-            <tr key={w.worker_id} class={w.stale ? 'stale' : ''} data-worker={w.worker_id}>
+            <tr
+              key={w.worker_id}
+              class={w.stale || w.stopped_at ? 'stale' : ''}
+              data-worker={w.worker_id}
+              data-state={w.stopped_at ? 'stopped' : w.stale ? 'stale' : 'live'}
+            >
               <td class="mono">{w.worker_id}</td>
               <td>
                 {w.hostname ?? ''}
                 {w.pid ? `:${w.pid}` : ''}
               </td>
-              <td>{w.stale ? <span class="tag bad">stale</span> : <span class="tag good">live</span>}</td>
-              <td>{duration(w.age_ms)} ago</td>
+              <td data-testid="worker-state">
+                {w.stopped_at ? (
+                  <span class="tag" title={`stopped cleanly at ${w.stopped_at}`}>
+                    stopped
+                  </span>
+                ) : w.stale ? (
+                  <span class="tag bad">stale</span>
+                ) : (
+                  <span class="tag good">live</span>
+                )}
+              </td>
+              <td>
+                {w.stopped_at ? 'stopped ' : ''}
+                {duration(w.age_ms)} ago
+              </td>
               <td>{w.worker_started_at ? ago(w.worker_started_at).replace(' ago', '') : ''}</td>
               <td class="num">{w.tasks_running ?? ''}</td>
               <td class="num">{w.tasks_claimed ?? ''}</td>
@@ -59,7 +80,12 @@ export function WorkersPage(): JSX.Element {
           ))}
         </tbody>
       </table>
-      {data.length === 0 ? <p class="muted">No worker sent a snapshot in the last ten minutes.</p> : null}
+      {data.length === 0 ? (
+        <p class="muted">No worker sent a snapshot or stopped in the last ten minutes.</p>
+      ) : null}
+      <p class="muted">
+        Stale: no snapshot within the live window (it may have died). Stopped: it stopped cleanly.
+      </p>
     </section>
   );
 }
