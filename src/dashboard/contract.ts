@@ -195,9 +195,43 @@ export interface WorkflowPage<Time = string> {
 /** A node of a workflow's graph: the one the CLI draws too. */
 export type WorkflowNode = DagNode;
 
-/** One entry of a drawn graph: a layer of nodes, a layer summarised by counts, or a run of uniform layers. */
+/**
+ * A run's graph in columns, the shape `GET api/workflows/:id` sends it in (a 5,000-node run in about a seventh of
+ * the bytes of one object per node): node i (its index) is at position i of `id`, `task`, `status` and `deps`;
+ * task names and statuses are sent once and referred to by position; what few nodes have (a join other than
+ * `all`, an error code, a child run) maps a node's index to its value. A node's task id, input and result come
+ * with its detail (`api/workflows/:id/nodes/:index`).
+ */
+export interface WorkflowGraphColumns {
+  id: string[];
+  /** Each task name once. */
+  taskNames: string[];
+  /** Each node's task: a position in `taskNames`. */
+  task: number[];
+  /** Each status once. */
+  statusNames: string[];
+  /** Each node's status (RUNNING while its task runs): a position in `statusNames`. */
+  status: number[];
+  /** The indexes each node waits for. */
+  deps: number[][];
+  /** Nodes whose join is not `all`: the join and its `minSuccess`. */
+  join: Record<number, ['any' | 'quorum', number | null]>;
+  /** Nodes that run after failed dependencies too. */
+  allowFailedDeps: number[];
+  /** The error code of a FAILED or SKIPPED node. */
+  errorCode: Record<number, string>;
+  /** A subworkflow node's workflow name. */
+  subworkflow: Record<number, string>;
+  /** A subworkflow node's child run, once started. */
+  childWorkflowId: Record<number, string>;
+}
+
+/**
+ * One entry of a drawn graph: a layer of nodes, a layer summarised by counts, or a run of uniform layers. Nodes
+ * are named by index (see {@link WorkflowGraphColumns}).
+ */
 export type WorkflowLayer =
-  | { kind: 'nodes'; depth: number; size: number; counts: Record<string, number>; nodes: WorkflowNode[] }
+  | { kind: 'nodes'; depth: number; size: number; counts: Record<string, number>; nodes: number[] }
   | {
       kind: 'summary';
       depth: number;
@@ -205,7 +239,7 @@ export type WorkflowLayer =
       counts: Record<string, number>;
       tasks: Record<string, number>;
       /** The first few FAILED, SKIPPED and RUNNING nodes. */
-      notable: WorkflowNode[];
+      notable: number[];
     }
   | {
       kind: 'run';
@@ -244,7 +278,7 @@ export interface WorkflowDetail<Time = string> {
   /** Nodes by status. */
   counts: Record<string, number>;
   /** Every node with the indexes it waits for: the graph the page lays out and draws. */
-  nodes: WorkflowNode[];
+  graph: WorkflowGraphColumns;
   /** The graph in layers, summarised where wide or deep (the text view of a large run). */
   layers: WorkflowLayer[];
 }
@@ -280,23 +314,22 @@ export interface WorkflowNodeDetail<Time = string> {
   task: TaskDetail<Time> | null;
 }
 
-/** A node's span on the timeline of its run. */
-export interface WorkflowSpan<Time = string> {
-  index: number;
-  id: string;
-  status: string;
-  /** Enqueued (its task sent, or its child run started); null while it waits for its dependencies. */
-  enqueuedAt: Time | null;
-  /** Its task's current attempt started. */
-  startedAt: Time | null;
-  finishedAt: Time | null;
-}
-
-/** `GET api/workflows/:id/timeline`: each node's queued, running and finished span. */
+/**
+ * `GET api/workflows/:id/timeline`: each node's queued, running and finished span, in columns as the graph is
+ * (node i at position i; ids are the graph's). Times are milliseconds after `sentAt`, null while not reached:
+ * enqueued (its task sent, or its child run started; null while it waits for its dependencies), its task's
+ * current attempt started, and finished.
+ */
 export interface WorkflowTimeline<Time = string> {
   workflowId: string;
   sentAt: Time;
-  spans: WorkflowSpan<Time>[];
+  /** Each status once. */
+  statusNames: string[];
+  /** Each node's status: a position in `statusNames`. */
+  status: number[];
+  enqueuedMs: (number | null)[];
+  startedMs: (number | null)[];
+  finishedMs: (number | null)[];
 }
 
 /** One schedule with its state: declared or not, paused, its next and last runs. */

@@ -11,7 +11,9 @@ import type { App } from '../client/App.js';
 import type { Database } from '../db/Database.js';
 import {
   DashboardWorkflowGraph,
+  DashboardWorkflowGraphNode,
   DashboardWorkflowNode,
+  DashboardWorkflowNodeIds,
   DashboardWorkflowPage,
   DashboardWorkflowSpans,
 } from '../db/dashboard.js';
@@ -25,6 +27,7 @@ import type {
   ScheduleRow,
   WiredInput,
   WorkflowDetail,
+  WorkflowGraphColumns,
   WorkflowLayer,
   WorkflowNodeDetail,
   WorkflowPage,
@@ -88,10 +91,33 @@ function tally(labels: readonly string[]): Record<string, number> {
   return out;
 }
 
+/** Runs whose layers are kept, the latest read. */
+const LAYER_CACHE_SIZE = 16;
+const layerCache = new Map<string, number[][]>();
+
+/**
+ * The layers of a run's nodes. A run's structure never changes once started, only its statuses, so the layers of
+ * the last few runs read are kept, keyed by the structure itself (each node's dependencies): a page that re-reads a
+ * large run on every change lays it out once.
+ */
+function layersOf(nodes: readonly DagNode[]): number[][] {
+  const key = nodes.map((n) => `${n.index}:${n.dependencies.join(',')}`).join(';');
+  const known = layerCache.get(key);
+  if (known) {
+    layerCache.delete(key);
+    layerCache.set(key, known);
+    return known;
+  }
+  const computed = layers(nodes);
+  layerCache.set(key, computed);
+  if (layerCache.size > LAYER_CACHE_SIZE) layerCache.delete(layerCache.keys().next().value!);
+  return computed;
+}
+
 /** The graph in layers, summarised where it is too wide or too deep to draw whole. */
 export function layerViews(nodes: readonly DagNode[]): WorkflowLayer[] {
   const byIndex = new Map(nodes.map((n) => [n.index, n]));
-  const grouped = layers(nodes).map((layer) => layer.map((i) => byIndex.get(i)!));
+  const grouped = layersOf(nodes).map((layer) => layer.map((i) => byIndex.get(i)!));
   const uniform = grouped.map((layer) => {
     const first = layer[0]!.status;
     return grouped.length > MAX_LAYERS && layer.every((n) => n.status === first) ? first : null;
@@ -117,7 +143,7 @@ export function layerViews(nodes: readonly DagNode[]): WorkflowLayer[] {
     const members = grouped[depth]!;
     const counts = tally(members.map((n) => n.status));
     if (members.length <= MAX_PER_LAYER) {
-      out.push({ kind: 'nodes', depth, size: members.length, counts, nodes: members });
+      out.push({ kind: 'nodes', depth, size: members.length, counts, nodes: members.map((n) => n.index) });
       continue;
     }
     out.push({
@@ -127,11 +153,60 @@ export function layerViews(nodes: readonly DagNode[]): WorkflowLayer[] {
       counts,
       tasks: tally(members.map((n) => n.task)),
       notable: ['FAILED', 'SKIPPED', 'RUNNING'].flatMap((s) =>
-        members.filter((n) => n.status === s).slice(0, NOTABLE),
+        members
+          .filter((n) => n.status === s)
+          .slice(0, NOTABLE)
+          .map((n) => n.index),
       ),
     });
   }
   return out;
+}
+
+/**
+ * The nodes (read in index order, indexes 0 to n-1) in columns: each task name and status once, the rare fields
+ * by index. See {@link WorkflowGraphColumns}.
+ */
+export function graphColumns(nodes: readonly DagNode[]): WorkflowGraphColumns {
+  const taskNames: string[] = [];
+  const statusNames: string[] = [];
+  const taskAt = new Map<string, number>();
+  const statusAt = new Map<string, number>();
+  const position = (value: string, names: string[], at: Map<string, number>): number => {
+    let i = at.get(value);
+    if (i === undefined) {
+      i = names.push(value) - 1;
+      at.set(value, i);
+    }
+    return i;
+  };
+  const g: WorkflowGraphColumns = {
+    id: [],
+    taskNames,
+    task: [],
+    statusNames,
+    status: [],
+    deps: [],
+    join: {},
+    allowFailedDeps: [],
+    errorCode: {},
+    subworkflow: {},
+    childWorkflowId: {},
+  };
+  nodes.forEach((n, i) => {
+    if (n.index !== i)
+      throw new Error(`workflow node ${n.index} read at position ${i}: indexes must be dense`);
+    g.id.push(n.id);
+    g.task.push(position(n.task, taskNames, taskAt));
+    g.status.push(position(n.status, statusNames, statusAt));
+    g.deps.push(n.dependencies);
+    if (n.join !== 'all') g.join[i] = [n.join, n.minSuccess];
+    if (n.allowFailedDeps) g.allowFailedDeps.push(i);
+    if (n.errorCode) g.errorCode[i] = n.errorCode;
+    if (n.subworkflow) g.subworkflow[i] = n.subworkflow;
+    if (n.childWorkflowId) g.childWorkflowId[i] = n.childWorkflowId;
+  });
+  return g;
 }
 
 /** One workflow: its row (result and params left out when data is hidden), its node counts and its layers. */
@@ -140,15 +215,22 @@ export async function readWorkflow(
   id: string,
   hideData: boolean,
 ): Promise<WorkflowDetail<Date> | null> {
-  const [row] = await db.run(WorkflowGet, { id });
+  // The row and the nodes at once (an unknown id finds no nodes either).
+  const [[row], graphRows] = await Promise.all([
+    db.run(WorkflowGet, { id }),
+    db.run(DashboardWorkflowGraph, { workflowId: id }),
+  ]);
   if (!row) return null;
-  const nodes = (await db.run(DashboardWorkflowGraph, { workflowId: id })).map(dagNode);
   // A child run names the node of its parent that runs it.
-  let parentNodeId: string | null = null;
-  if (row.parent_workflow_id !== null) {
-    const parentNodes = await db.run(DashboardWorkflowGraph, { workflowId: row.parent_workflow_id });
-    parentNodeId = parentNodes.find((n) => n.node_index === row.parent_node_index)?.node_id ?? null;
-  }
+  const parentRows =
+    row.parent_workflow_id !== null && row.parent_node_index !== null
+      ? await db.run(DashboardWorkflowNodeIds, {
+          workflowId: row.parent_workflow_id,
+          nodeIndexes: [row.parent_node_index],
+        })
+      : [];
+  const nodes = graphRows.map(dagNode);
+  const parentNodeId = parentRows[0]?.node_id ?? null;
   return {
     id: row.id,
     name: row.name,
@@ -170,7 +252,7 @@ export async function readWorkflow(
     completedAt: row.completed_at,
     updatedAt: row.updated_at,
     counts: tally(nodes.map((n) => n.status)),
-    nodes,
+    graph: graphColumns(nodes),
     layers: layerViews(nodes),
   };
 }
@@ -191,13 +273,23 @@ export async function readWorkflowNode(
   index: number,
   hideData: boolean,
 ): Promise<WorkflowNodeDetail<Date> | null> {
-  const [row] = await db.run(DashboardWorkflowNode, { workflowId, nodeIndex: index });
-  if (!row) return null;
-  const graph = (await db.run(DashboardWorkflowGraph, { workflowId })).map(dagNode);
-  const node = graph.find((n) => n.index === index);
-  if (!node) return null;
-  const ids = new Map(graph.map((n) => [n.index, n.id]));
+  const [[row], [graphRow]] = await Promise.all([
+    db.run(DashboardWorkflowNode, { workflowId, nodeIndex: index }),
+    db.run(DashboardWorkflowGraphNode, { workflowId, nodeIndex: index }),
+  ]);
+  if (!row || !graphRow) return null;
+  const node = dagNode(graphRow);
   const template = (row.input_template ?? {}) as StoredTemplate;
+  // The ids of the nodes its input comes from, read by index (not the whole graph).
+  const upstream = [...new Set((template.refs ?? []).map((r) => r.node).filter((i) => i >= 0))];
+  const ids = new Map(
+    upstream.length === 0
+      ? []
+      : (await db.run(DashboardWorkflowNodeIds, { workflowId, nodeIndexes: upstream })).map((r) => [
+          r.node_index,
+          r.node_id,
+        ]),
+  );
   const wired = (template.refs ?? []).map((r) => ({
     to: r.to,
     kind: r.kind,
@@ -219,7 +311,7 @@ export async function readWorkflowNode(
   };
 }
 
-/** Each node's span, for the timeline of a run; null for an unknown workflow. */
+/** Each node's span, for the timeline of a run (in columns, see {@link WorkflowTimeline}); null for an unknown run. */
 export async function readWorkflowTimeline(
   db: Database,
   workflowId: string,
@@ -227,18 +319,32 @@ export async function readWorkflowTimeline(
   const [row] = await db.run(WorkflowGet, { id: workflowId });
   if (!row) return null;
   const spans = await db.run(DashboardWorkflowSpans, { workflowId });
-  return {
+  const sent = row.sent_at.getTime();
+  const after = (at: Date | null): number | null => (at === null ? null : at.getTime() - sent);
+  const statusNames: string[] = [];
+  const statusAt = new Map<string, number>();
+  const timeline: WorkflowTimeline<Date> = {
     workflowId,
     sentAt: row.sent_at,
-    spans: spans.map((s) => ({
-      index: s.node_index,
-      id: s.node_id,
-      status: s.status,
-      enqueuedAt: s.enqueued_at,
-      startedAt: s.started_at,
-      finishedAt: s.finished_at,
-    })),
+    statusNames,
+    status: [],
+    enqueuedMs: [],
+    startedMs: [],
+    finishedMs: [],
   };
+  spans.forEach((s, i) => {
+    if (s.node_index !== i) throw new Error(`workflow node ${s.node_index} read at position ${i}`);
+    let at = statusAt.get(s.status);
+    if (at === undefined) {
+      at = statusNames.push(s.status) - 1;
+      statusAt.set(s.status, at);
+    }
+    timeline.status.push(at);
+    timeline.enqueuedMs.push(after(s.enqueued_at));
+    timeline.startedMs.push(after(s.started_at));
+    timeline.finishedMs.push(after(s.finished_at));
+  });
+  return timeline;
 }
 
 /** The workflow actions of the dashboard, as the last part of their path. */

@@ -511,6 +511,32 @@ export const DashboardWorkflowGraph = statement<{ workflowId: string }, Workflow
   ({ workflowId }) => [workflowId],
 );
 
+/** One node of a workflow as {@link DashboardWorkflowGraph} reads it (`horsies_workflow_tasks_pkey`). */
+export const DashboardWorkflowGraphNode = statement<
+  { workflowId: string; nodeIndex: number },
+  WorkflowNodeGraphRow
+>(
+  'DashboardWorkflowGraphNode',
+  `SELECT n.node_index, n.node_id, n.task_name, n.dependencies, n.join_rule, n.min_success, n.allow_failed_deps,
+          CASE WHEN n.status = 'ENQUEUED' AND t.status = 'RUNNING' THEN 'RUNNING' ELSE n.status END AS status,
+          n.task_id, t.status AS task_status, n.error_code, n.subworkflow, n.child_workflow_id
+   FROM {{schema}}.horsies_workflow_tasks n
+   LEFT JOIN {{schema}}.horsies_tasks t ON t.id = n.task_id
+   WHERE n.workflow_id = $1 AND n.node_index = $2`,
+  ({ workflowId, nodeIndex }) => [workflowId, nodeIndex],
+);
+
+/** The ids of some nodes of a workflow, by index (`horsies_workflow_tasks_pkey`). */
+export const DashboardWorkflowNodeIds = statement<
+  { workflowId: string; nodeIndexes: number[] },
+  { node_index: number; node_id: string }
+>(
+  'DashboardWorkflowNodeIds',
+  `SELECT node_index, node_id FROM {{schema}}.horsies_workflow_tasks
+   WHERE workflow_id = $1 AND node_index = ANY ($2::int[])`,
+  ({ workflowId, nodeIndexes }) => [workflowId, nodeIndexes],
+);
+
 /**
  * Every node's span: the node row's times, its task's by primary key (a lateral lookup per node, as in
  * DashboardWorkflowGraph). A subworkflow node's span is that of its node row (enqueued when its child started,

@@ -35,39 +35,60 @@ export interface DagNode {
  * stored workflow cannot have, are put in a last layer rather than dropped.
  */
 export function layers(nodes: readonly Pick<DagNode, 'index' | 'dependencies'>[]): number[][] {
-  const byIndex = new Map(nodes.map((n) => [n.index, n]));
-  const waiting = new Map<number, number>();
-  const dependents = new Map<number, number[]>();
-  for (const node of nodes) {
-    const deps = node.dependencies.filter((d) => byIndex.has(d));
-    waiting.set(node.index, deps.length === node.dependencies.length ? deps.length : Infinity);
-    for (const dep of deps) {
-      const list = dependents.get(dep) ?? [];
-      list.push(node.index);
-      dependents.set(dep, list);
+  // Positions in `nodes` stand for the nodes, in typed arrays: a run of 5,000 nodes is laid out on every read of
+  // its page, and maps keyed by index took several times as long.
+  const n = nodes.length;
+  const position = new Map<number, number>();
+  nodes.forEach((node, i) => position.set(node.index, i));
+  const waiting = new Float64Array(n);
+  // The dependents of each node, as one list cut by offsets.
+  const edgeCount = new Int32Array(n + 1);
+  for (let i = 0; i < n; i += 1) {
+    const deps = nodes[i]!.dependencies;
+    let known = 0;
+    for (const d of deps) {
+      const p = position.get(d);
+      if (p === undefined) continue;
+      known += 1;
+      edgeCount[p + 1]! += 1;
+    }
+    waiting[i] = known === deps.length ? known : Infinity;
+  }
+  for (let i = 0; i < n; i += 1) edgeCount[i + 1]! += edgeCount[i]!;
+  const dependents = new Int32Array(edgeCount[n]!);
+  const fill = edgeCount.slice(0, n);
+  for (let i = 0; i < n; i += 1) {
+    for (const d of nodes[i]!.dependencies) {
+      const p = position.get(d);
+      if (p !== undefined) dependents[fill[p]!++] = i;
     }
   }
-  const depth = new Map<number, number>();
-  let frontier = nodes.filter((n) => waiting.get(n.index) === 0).map((n) => n.index);
-  for (const index of frontier) depth.set(index, 0);
+  const depth = new Int32Array(n).fill(-1);
+  let frontier: number[] = [];
+  for (let i = 0; i < n; i += 1) {
+    if (waiting[i] === 0) {
+      depth[i] = 0;
+      frontier.push(i);
+    }
+  }
   while (frontier.length > 0) {
     const next: number[] = [];
-    for (const index of frontier) {
-      for (const dependent of dependents.get(index) ?? []) {
-        depth.set(dependent, Math.max(depth.get(dependent) ?? 0, (depth.get(index) ?? 0) + 1));
-        const left = (waiting.get(dependent) ?? 0) - 1;
-        waiting.set(dependent, left);
-        if (left === 0) next.push(dependent);
+    for (const i of frontier) {
+      for (let e = edgeCount[i]!; e < edgeCount[i + 1]!; e += 1) {
+        const dependent = dependents[e]!;
+        depth[dependent] = Math.max(depth[dependent]!, depth[i]! + 1, 0);
+        waiting[dependent]! -= 1;
+        if (waiting[dependent] === 0) next.push(dependent);
       }
     }
     frontier = next;
   }
   const result: number[][] = [];
   const stray: number[] = [];
-  for (const node of nodes) {
-    const d = depth.get(node.index);
-    if (d === undefined || (waiting.get(node.index) ?? 0) !== 0) stray.push(node.index);
-    else (result[d] ??= []).push(node.index);
+  for (let i = 0; i < n; i += 1) {
+    const d = depth[i]!;
+    if (d < 0 || waiting[i] !== 0) stray.push(nodes[i]!.index);
+    else (result[d] ??= []).push(nodes[i]!.index);
   }
   for (const layer of result) layer?.sort((a, b) => a - b);
   const dense = result.filter((layer): layer is number[] => layer !== undefined);

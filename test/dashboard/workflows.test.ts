@@ -5,11 +5,16 @@
  * token and applied with it (404 for an unknown id, 409 where the status does not allow them), schedules with an
  * orphaned row, and trigger, pause and resume refused without the token and applied with it.
  */
+import { get as httpGet } from 'node:http';
+import type { IncomingHttpHeaders } from 'node:http';
+import { gunzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { TaskError } from '../../src/errors.js';
 import { createWorker } from '../../src/worker/Worker.js';
 import { workflow } from '../../src/workflow/WorkflowDefinition.js';
+import type { WorkflowDetail } from '../../src/dashboard/contract.js';
+import { graphNodes } from '../../src/dashboard/ui/src/graph/columns.js';
 import { eventually, useTestSchema } from '../support/db.js';
 import { serveDashboard } from './support.js';
 
@@ -50,16 +55,10 @@ const worker = createWorker(app, { concurrency: 4, pollIntervalMs: 100, queues: 
 beforeAll(() => worker.start());
 afterAll(() => worker.stop());
 
-interface Detail {
-  status: string;
-  errorCode: string | null;
-  completedAt: string | null;
-  counts: Record<string, number>;
-  layers: {
-    kind: string;
-    depth: number;
-    nodes: { id: string; task: string; status: string; dependencies: number[] }[];
-  }[];
+/** A workflow's nodes from its detail, by id. */
+async function nodesOf(id: string): Promise<Map<string, ReturnType<typeof graphNodes>[number]>> {
+  const { body } = await readOnly.get<WorkflowDetail>(`api/workflows/${id}`);
+  return new Map(graphNodes(body.graph).map((n) => [n.id, n]));
 }
 
 describe('workflows', () => {
@@ -71,11 +70,27 @@ describe('workflows', () => {
     const joined = wf.node(add, { input: { values: [a.result, b.result] }, waitsFor: [a, b, bad] });
     const handle = await wf.build({ output: joined }).start();
     await handle.result({ timeoutMs: 15_000 });
-    const { status, body } = await readOnly.get<Detail>(`api/workflows/${handle.id}`);
+    const { status, body } = await readOnly.get<WorkflowDetail>(`api/workflows/${handle.id}`);
     expect(status).toBe(200);
     expect(body.status).toBe('FAILED');
     expect(body.completedAt).not.toBeNull();
-    expect(body.layers.map((l) => [l.kind, l.depth, l.nodes.map((n) => [n.id, n.task, n.status])])).toEqual([
+    const nodes = graphNodes(body.graph);
+    // Each task name and status once in the answer, the nodes naming them by position.
+    expect(body.graph.taskNames).toEqual(['wf.double', 'wf.fail', 'wf.add']);
+    expect(nodes.map((n) => [n.id, n.dependencies])).toEqual([
+      ['wf.double', []],
+      ['wf.fail', []],
+      ['wf.double#2', [0]],
+      ['wf.add', [0, 1, 2]],
+    ]);
+    expect(body.graph.errorCode).toEqual({ 1: 'BROKEN', 3: 'UPSTREAM_SKIPPED' });
+    expect(
+      body.layers.map((l) => [
+        l.kind,
+        l.depth,
+        l.kind === 'nodes' ? l.nodes.map((i) => [nodes[i]!.id, nodes[i]!.task, nodes[i]!.status]) : [],
+      ]),
+    ).toEqual([
       [
         'nodes',
         0,
@@ -167,15 +182,55 @@ async function statusOf(id: string): Promise<string | undefined> {
   return row?.status;
 }
 
+describe('a large run', () => {
+  it('sends its graph in columns, gzipped to a client that accepts it and plain to one that does not', async () => {
+    const wf = workflow(app, 'api.large');
+    let previous: ReturnType<typeof wf.node> | null = null;
+    for (let i = 0; i < 2000; i += 1)
+      previous = wf.node(held, { id: `step-${i}`, input: { n: i }, waitsFor: previous ? [previous] : [] });
+    const handle = await wf.build().start();
+    const path = `api/workflows/${handle.id}`;
+    const plain = await rawGet(`${readOnly.url}${path}`, {});
+    const zipped = await rawGet(`${readOnly.url}${path}`, { 'accept-encoding': 'gzip, deflate' });
+    expect(plain.headers['content-encoding']).toBeUndefined();
+    expect(zipped.headers['content-encoding']).toBe('gzip');
+    expect(zipped.headers.vary).toBe('accept-encoding');
+    expect(zipped.body.length).toBeLessThan(plain.body.length / 2);
+    const body = JSON.parse(gunzipSync(zipped.body).toString()) as WorkflowDetail;
+    expect(body).toEqual(JSON.parse(plain.body.toString()));
+    // Each node once, its task name sent once for all of them.
+    expect(body.graph.id).toHaveLength(2000);
+    expect(body.graph.taskNames).toEqual(['wf.held']);
+    expect(graphNodes(body.graph)[1999]).toMatchObject({
+      id: 'step-1999',
+      dependencies: [1998],
+      status: 'PENDING',
+    });
+    expect((await fromApp.post(`${path}/cancel`, {}, { 'x-horsies-token': TOKEN })).status).toBe(200);
+  });
+});
+
+/** A GET through node:http, which asks for no encoding unless told. */
+function rawGet(
+  url: string,
+  headers: Record<string, string>,
+): Promise<{ headers: IncomingHttpHeaders; body: Buffer }> {
+  return new Promise((resolve, reject) => {
+    httpGet(url, { headers }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () => resolve({ headers: res.headers, body: Buffer.concat(chunks) }));
+      res.on('error', reject);
+    }).on('error', reject);
+  });
+}
+
 describe('workflow actions', () => {
   const auth = { 'x-horsies-token': TOKEN };
 
   it('have a detail page that links a child run and its parent both ways', async () => {
     const handle = await parentDef.start();
-    const parent = await readOnly.get<{
-      layers: { nodes: { id: string; status: string; subworkflow?: string; childWorkflowId?: string }[] }[];
-    }>(`api/workflows/${handle.id}`);
-    const sub = parent.body.layers.flatMap((l) => l.nodes).find((n) => n.id === 'sub');
+    const sub = (await nodesOf(handle.id)).get('sub');
     expect(sub).toMatchObject({ subworkflow: 'api.child', status: 'RUNNING' });
     const childId = sub!.childWorkflowId!;
     expect(typeof childId).toBe('string');
@@ -218,10 +273,7 @@ describe('workflow actions', () => {
 
   it('pause and resume a run with its child, cancel it, and refuse what its status does not allow', async () => {
     const handle = await parentDef.start();
-    const detail = await readOnly.get<{ layers: { nodes: { id: string; childWorkflowId?: string }[] }[] }>(
-      `api/workflows/${handle.id}`,
-    );
-    const childId = detail.body.layers.flatMap((l) => l.nodes).find((n) => n.id === 'sub')!.childWorkflowId!;
+    const childId = (await nodesOf(handle.id)).get('sub')!.childWorkflowId!;
 
     const paused = await fromApp.post<Action>(`api/workflows/${handle.id}/pause`, {}, auth);
     expect(paused.status).toBe(200);

@@ -6,10 +6,11 @@
  * allows.
  */
 import type { JSX } from 'preact';
-import { useState } from 'preact/hooks';
+import { useMemo, useState } from 'preact/hooks';
 import type { WorkflowDetail, WorkflowLayer, WorkflowNode, WorkflowTimeline } from '../../../contract.js';
 import { ActionMessage, JsonBlock, Status, useAction } from '../components.js';
 import { ago, count, time } from '../format.js';
+import { graphNodes } from '../graph/columns.js';
 import { Gantt } from '../graph/Gantt.js';
 import { NodeDetail } from '../graph/NodeDetail.js';
 import { WorkflowGraph } from '../graph/WorkflowGraph.js';
@@ -39,8 +40,13 @@ function NodeChip(props: { node: WorkflowNode; onSelect: (index: number) => void
   );
 }
 
-function Layer(props: { layer: WorkflowLayer; onSelect: (index: number) => void }): JSX.Element {
+function Layer(props: {
+  layer: WorkflowLayer;
+  nodes: readonly WorkflowNode[];
+  onSelect: (index: number) => void;
+}): JSX.Element {
   const l = props.layer;
+  const node = (i: number): WorkflowNode => props.nodes[i]!;
   if (l.kind === 'run') {
     return (
       <div class="layer" data-testid="layer">
@@ -59,8 +65,8 @@ function Layer(props: { layer: WorkflowLayer; onSelect: (index: number) => void 
       </div>
       {l.kind === 'nodes' ? (
         <div class="layer-nodes">
-          {l.nodes.map((n) => (
-            <NodeChip key={n.index} node={n} onSelect={props.onSelect} />
+          {l.nodes.map((i) => (
+            <NodeChip key={i} node={node(i)} onSelect={props.onSelect} />
           ))}
         </div>
       ) : (
@@ -68,8 +74,8 @@ function Layer(props: { layer: WorkflowLayer; onSelect: (index: number) => void 
           <div class="muted">tasks: {counts(l.tasks)}</div>
           {l.notable.length > 0 ? (
             <div class="layer-nodes">
-              {l.notable.map((n) => (
-                <NodeChip key={n.index} node={n} onSelect={props.onSelect} />
+              {l.notable.map((i) => (
+                <NodeChip key={i} node={node(i)} onSelect={props.onSelect} />
               ))}
             </div>
           ) : null}
@@ -83,16 +89,20 @@ function Layer(props: { layer: WorkflowLayer; onSelect: (index: number) => void 
 const TIMELINE_ROWS = 300;
 
 /** The run's timeline: nodes in the order they were enqueued, each queued and running span. */
-function RunTimeline(props: { id: string }): JSX.Element {
+function RunTimeline(props: { id: string; ids: Map<number, string> }): JSX.Element {
   const { data, error } = useApi<WorkflowTimeline>(`workflows/${encodeURIComponent(props.id)}/timeline`);
   if (error) return <p class="error">{error}</p>;
   if (!data) return <p class="muted">loading timeline…</p>;
-  const key = (s: WorkflowTimeline['spans'][number]): string =>
-    s.enqueuedAt ?? s.startedAt ?? s.finishedAt ?? '';
-  const started = data.spans
-    .filter((s) => key(s) !== '')
-    .sort((a, b) => key(a).localeCompare(key(b)) || a.index - b.index);
-  const waiting = data.spans.length - started.length;
+  const sent = Date.parse(data.sentAt);
+  const iso = (after: number | null | undefined): string | null =>
+    after === null || after === undefined ? null : new Date(sent + after).toISOString();
+  const key = (i: number): number | null =>
+    data.enqueuedMs[i] ?? data.startedMs[i] ?? data.finishedMs[i] ?? null;
+  const started = data.status
+    .map((_, i) => i)
+    .filter((i) => key(i) !== null)
+    .sort((a, b) => key(a)! - key(b)! || a - b);
+  const waiting = data.status.length - started.length;
   return (
     <>
       <Gantt
@@ -100,14 +110,17 @@ function RunTimeline(props: { id: string }): JSX.Element {
         caption={`${count(started.length)} nodes by enqueue time${
           started.length > TIMELINE_ROWS ? ` (the first ${TIMELINE_ROWS} drawn)` : ''
         }${waiting > 0 ? ` · ${count(waiting)} not enqueued yet` : ''}`}
-        rows={started.slice(0, TIMELINE_ROWS).map((s) => ({
-          key: s.id,
-          label: s.id,
-          status: s.status,
-          queuedAt: s.enqueuedAt,
-          startedAt: s.startedAt,
-          finishedAt: s.finishedAt,
-        }))}
+        rows={started.slice(0, TIMELINE_ROWS).map((i) => {
+          const id = props.ids.get(i) ?? `#${i}`;
+          return {
+            key: id,
+            label: id,
+            status: data.statusNames[data.status[i]!] ?? '',
+            queuedAt: iso(data.enqueuedMs[i]),
+            startedAt: iso(data.startedMs[i]),
+            finishedAt: iso(data.finishedMs[i]),
+          };
+        })}
       />
     </>
   );
@@ -155,10 +168,12 @@ export function WorkflowPage(props: PageProps): JSX.Element {
   const { data, error, reload } = useApi<WorkflowDetail>(`workflows/${encodeURIComponent(id)}`);
   const [action, run] = useAction(reload);
   const [selected, setSelected] = useState<{ run: string; index: number } | null>(null);
+  // Decoded once per answer: a click on a node re-renders the page, and the graph's memos follow this array.
+  const nodes = useMemo(() => (data ? graphNodes(data.graph) : []), [data]);
   if (error) return <p class="error">{error}</p>;
   if (!data) return <p class="muted">loading…</p>;
   const w = data;
-  const ids = new Map(w.nodes.map((n) => [n.index, n.id]));
+  const ids = new Map(nodes.map((n) => [n.index, n.id]));
   const chosen = selected?.run === w.id ? selected.index : null;
   const select = (index: number): void => setSelected({ run: w.id, index });
   const envelope = w.result as { ok?: unknown; err?: unknown } | null;
@@ -196,7 +211,7 @@ export function WorkflowPage(props: PageProps): JSX.Element {
       <ActionMessage state={action} />
       <h2>Graph</h2>
       <div class={chosen === null ? 'graph-area' : 'graph-area with-detail'}>
-        <WorkflowGraph runId={w.id} nodes={w.nodes} selected={chosen} onSelect={select} />
+        <WorkflowGraph runId={w.id} nodes={nodes} selected={chosen} onSelect={select} />
         {chosen !== null ? (
           <NodeDetail
             key={chosen}
@@ -209,12 +224,12 @@ export function WorkflowPage(props: PageProps): JSX.Element {
         ) : null}
       </div>
       <h2>Timeline</h2>
-      <RunTimeline id={w.id} />
+      <RunTimeline id={w.id} ids={ids} />
       <details class="dag-text">
         <summary>Layers as text</summary>
         <div class="dag" data-testid="dag">
           {w.layers.map((l) => (
-            <Layer key={l.depth} layer={l} onSelect={select} />
+            <Layer key={l.depth} layer={l} nodes={nodes} onSelect={select} />
           ))}
         </div>
       </details>
