@@ -164,7 +164,7 @@ describe('flow control on the queues page', () => {
     expect(new Date((await paused.getAttribute('data-paused-until'))!).getTime()).toBe(
       stored!.paused_until.getTime(),
     );
-    expect(await paused.getByTestId('limiter-state').innerText()).toMatch(/^paused until in (59|60) min$/);
+    expect(await paused.getByTestId('limiter-state').innerText()).toMatch(/^paused, ends in (59|60) min$/);
 
     // Groups in flight against the limit, as the task rows count them.
     const inFlight = await t.query<{ group_key: string; n: number }>(

@@ -13,7 +13,7 @@ function limiterState(l: RateLimiterView): JSX.Element {
   if (l.state === 'paused')
     return (
       <span class="tag bad" title={l.pausedUntil ?? ''}>
-        paused until {ago(l.pausedUntil)}
+        paused, ends {ago(l.pausedUntil)}
       </span>
     );
   if (l.state === 'full')
@@ -35,7 +35,7 @@ export function FlowSection(props: { queue: string | null }): JSX.Element {
   if (error) return <p class="error">{error}</p>;
   if (!data) return <p class="muted">loading…</p>;
   return (
-    <section data-testid="flow">
+    <section class="flow" data-testid="flow">
       <h2>Flow control{props.queue === null ? '' : ` of ${props.queue}`}</h2>
       {props.queue === null ? null : (
         <p>

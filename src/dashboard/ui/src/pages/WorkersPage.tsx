@@ -60,7 +60,9 @@ export function WorkersPage(): JSX.Element {
                 {w.stopped_at ? 'stopped ' : ''}
                 {duration(w.age_ms)} ago
               </td>
-              <td>{w.worker_started_at ? ago(w.worker_started_at).replace(' ago', '') : ''}</td>
+              <td>
+                {w.worker_started_at && !w.stopped_at ? ago(w.worker_started_at).replace(' ago', '') : ''}
+              </td>
               <td class="num">{w.tasks_running ?? ''}</td>
               <td class="num">{w.tasks_claimed ?? ''}</td>
               <td class="num">{w.processes ?? ''}</td>
