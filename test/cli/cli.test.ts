@@ -53,6 +53,7 @@ describe('horsies migrate', () => {
       'horsies_task_attempts',
       'horsies_tasks',
       'horsies_worker_states',
+      'horsies_worker_stops',
       'horsies_workflow_tasks',
       'horsies_workflows',
     ]);
