@@ -492,10 +492,12 @@ export interface WorkflowSpanRow {
 }
 
 /**
- * A workflow's nodes as its graph is drawn (WorkflowNodeGraph's row), each node's task looked up by its primary
- * key. The lateral subquery with `OFFSET 0` is not flattened into a join, so the plan stays one index lookup per
- * node that has a task: joined plainly, a run of thousands of nodes was planned as a hash join over the whole
- * task table (300 to 500 ms beside a million tasks, against a few ms).
+ * A workflow's nodes as its graph is drawn (WorkflowNodeGraph's row), the task of each ENQUEUED node looked up by
+ * its primary key: only such a node's shown status depends on its task (RUNNING while the task runs), so a
+ * finished run reads no task row at all, and `task_status` is null for the other nodes. The lateral subquery with
+ * `OFFSET 0` is not flattened into a join, so the plan stays one index lookup per such node: joined plainly, a run
+ * of thousands of nodes was planned as a hash join over the whole task table (300 to 500 ms beside a million
+ * tasks, against a few ms).
  */
 export const DashboardWorkflowGraph = statement<{ workflowId: string }, WorkflowNodeGraphRow>(
   'DashboardWorkflowGraph',
@@ -504,7 +506,7 @@ export const DashboardWorkflowGraph = statement<{ workflowId: string }, Workflow
           n.task_id, t.status AS task_status, n.error_code, n.subworkflow, n.child_workflow_id, n.wait_kind
    FROM {{schema}}.horsies_workflow_tasks n
    LEFT JOIN LATERAL (
-     SELECT k.status FROM {{schema}}.horsies_tasks k WHERE k.id = n.task_id OFFSET 0
+     SELECT k.status FROM {{schema}}.horsies_tasks k WHERE n.status = 'ENQUEUED' AND k.id = n.task_id OFFSET 0
    ) t ON true
    WHERE n.workflow_id = $1
    ORDER BY n.node_index`,

@@ -182,6 +182,33 @@ async function statusOf(id: string): Promise<string | undefined> {
   return row?.status;
 }
 
+let releaseBlocking: () => void = () => undefined;
+const blocking = app.task({
+  name: 'wf.blocking',
+  input: z.object({}),
+  handler: () => new Promise<number>((resolve) => (releaseBlocking = () => resolve(1))),
+});
+
+describe("a node's shown status", () => {
+  it('is RUNNING while its task runs (stored ENQUEUED), then what the node row says', async () => {
+    const wf = workflow(app, 'api.blocking');
+    const first = wf.node(blocking, { id: 'blocked', input: {} });
+    wf.node(double, { id: 'after', input: { n: 1 }, waitsFor: [first] });
+    const handle = await wf.build().start();
+    await eventually(async () => (await nodesOf(handle.id)).get('blocked')?.status === 'RUNNING');
+    const [stored] = await t.query<{ status: string }>(
+      `SELECT status FROM {{schema}}.horsies_workflow_tasks WHERE workflow_id = $1 AND node_id = 'blocked'`,
+      [handle.id],
+    );
+    expect(stored?.status).toBe('ENQUEUED');
+    expect((await nodesOf(handle.id)).get('after')?.status).toBe('PENDING');
+    releaseBlocking();
+    await handle.result({ timeoutMs: 15_000 });
+    const done = await nodesOf(handle.id);
+    expect([done.get('blocked')?.status, done.get('after')?.status]).toEqual(['COMPLETED', 'COMPLETED']);
+  });
+});
+
 describe('a large run', () => {
   it('sends its graph in columns, gzipped to a client that accepts it and plain to one that does not', async () => {
     const wf = workflow(app, 'api.large');
