@@ -5,6 +5,7 @@
  * database's.
  */
 import { tmpdir } from 'node:os';
+import { AxeBuilder } from '@axe-core/playwright';
 import type { BrowserContext, Page } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
@@ -200,6 +201,11 @@ describe('flow control on the queues page', () => {
     );
     expect(await flow.getByTestId('flow-keys').locator('tbody tr').count()).toBe(2);
     await page.screenshot({ path: `${SCREENSHOTS}/queues-flow.png`, fullPage: true });
+    // No serious accessibility violation with its rows shown.
+    const { violations } = await new AxeBuilder({ page }).analyze();
+    expect(
+      violations.filter((v) => v.impact === 'serious' || v.impact === 'critical').map((v) => v.id),
+    ).toEqual([]);
   });
 
   it('narrows groups and keys to one queue', async () => {

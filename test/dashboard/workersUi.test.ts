@@ -2,6 +2,7 @@
  * The workers page in a real browser: a running worker shows live; once it stops cleanly it shows stopped (its
  * stop record), not stale, while a worker that went silent without stopping shows stale.
  */
+import { AxeBuilder } from '@axe-core/playwright';
 import type { BrowserContext } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
@@ -61,6 +62,11 @@ describe('the workers page', () => {
     expect(await silent.getAttribute('data-state')).toBe('stale');
     expect(await silent.getByTestId('worker-state').innerText()).toBe('stale');
     await page.screenshot({ path: `${SCREENSHOTS}/workers-stopped.png`, fullPage: true });
+    // No serious accessibility violation with its rows shown.
+    const { violations } = await new AxeBuilder({ page }).analyze();
+    expect(
+      violations.filter((v) => v.impact === 'serious' || v.impact === 'critical').map((v) => v.id),
+    ).toEqual([]);
     await page.close();
 
     const { body: workers } = await served.get<WorkerRow[]>('api/workers');
