@@ -33,6 +33,7 @@
 --   0028 handoff_queues
 --   0029 cancelled_unsettled
 --   0030 waits
+--   0031 worker_stops
 
 -- sequence horsies_heartbeats_id_seq
 CREATE SEQUENCE {{schema}}.horsies_heartbeats_id_seq AS bigint
@@ -260,6 +261,16 @@ CREATE TABLE {{schema}}.horsies_worker_states (
   task_names character varying(255)[]
 );
 
+-- table horsies_worker_stops
+CREATE TABLE {{schema}}.horsies_worker_stops (
+  worker_id character varying(255) COLLATE "C" NOT NULL,
+  hostname character varying(255) COLLATE "C",
+  pid integer,
+  queues character varying(100)[],
+  worker_started_at timestamp with time zone,
+  stopped_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
 -- table horsies_workflow_signals
 CREATE TABLE {{schema}}.horsies_workflow_signals (
   workflow_id character varying(36) NOT NULL,
@@ -421,6 +432,9 @@ ALTER TABLE {{schema}}.horsies_tasks ADD CONSTRAINT horsies_tasks_row_check CHEC
 
 -- constraint horsies_worker_states.horsies_worker_states_pkey
 ALTER TABLE {{schema}}.horsies_worker_states ADD CONSTRAINT horsies_worker_states_pkey PRIMARY KEY (id);
+
+-- constraint horsies_worker_stops.horsies_worker_stops_pkey
+ALTER TABLE {{schema}}.horsies_worker_stops ADD CONSTRAINT horsies_worker_stops_pkey PRIMARY KEY (worker_id);
 
 -- constraint horsies_workflow_signals.horsies_workflow_signals_pkey
 ALTER TABLE {{schema}}.horsies_workflow_signals ADD CONSTRAINT horsies_workflow_signals_pkey PRIMARY KEY (workflow_id, node_index, delivery_id);
@@ -592,6 +606,12 @@ CREATE INDEX horsies_worker_states_snapshot_at_idx ON {{schema}}.horsies_worker_
 
 -- index horsies_worker_states_worker_snapshot_idx
 CREATE INDEX horsies_worker_states_worker_snapshot_idx ON {{schema}}.horsies_worker_states USING btree (worker_id, snapshot_at DESC);
+
+-- index horsies_worker_stops_pkey
+CREATE UNIQUE INDEX horsies_worker_stops_pkey ON {{schema}}.horsies_worker_stops USING btree (worker_id);
+
+-- index horsies_worker_stops_stopped_at_idx
+CREATE INDEX horsies_worker_stops_stopped_at_idx ON {{schema}}.horsies_worker_stops USING btree (stopped_at);
 
 -- index horsies_workflow_signals_pkey
 CREATE UNIQUE INDEX horsies_workflow_signals_pkey ON {{schema}}.horsies_workflow_signals USING btree (workflow_id, node_index, delivery_id);
