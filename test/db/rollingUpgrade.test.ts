@@ -132,7 +132,11 @@ describe(`the rolling upgrade from ${OLD}`, () => {
     const [{ migratedAt } = { migratedAt: new Date(0) }] = await t.query<{ migratedAt: Date }>(
       'SELECT now() AS "migratedAt"',
     );
-    expect(newMigrate.applied).toEqual([latestMigrationVersion()]);
+    // Every migration after the release's, in order.
+    const after = latestMigrationVersion() - PREVIOUS_RELEASE.migration;
+    expect(newMigrate.applied).toEqual(
+      Array.from({ length: after }, (_, i) => PREVIOUS_RELEASE.migration + 1 + i),
+    );
     expect([...newMigrate.routines].sort()).toEqual(routineNames().sort());
     const sentAfterMigrate = (): string[] => oldSender.ids.slice(sentBeforeMigrate);
     // The old workers keep working: tasks sent after the migration committed are claimed and finished by them.
