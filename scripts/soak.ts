@@ -406,5 +406,6 @@ runScript(async () => {
     for (const s of v.series) console.log(`  ${s.ok ? 'flat ' : 'GROWS'} ${s.name}: ${s.detail}`);
   }
   console.log(`verdict: ${v.summary}`);
-  if (v.judged && !v.ok) process.exitCode = 1;
+  // runScript exits 0 once this returns: a run without a plateau exits 1 here.
+  if (v.judged && !v.ok) process.exit(1);
 });
