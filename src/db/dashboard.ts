@@ -521,7 +521,7 @@ export const DashboardWorkflowGraphNode = statement<
   'DashboardWorkflowGraphNode',
   `SELECT n.node_index, n.node_id, n.task_name, n.dependencies, n.join_rule, n.min_success, n.allow_failed_deps,
           CASE WHEN n.status = 'ENQUEUED' AND t.status = 'RUNNING' THEN 'RUNNING' ELSE n.status END AS status,
-          n.task_id, t.status AS task_status, n.error_code, n.subworkflow, n.child_workflow_id
+          n.task_id, t.status AS task_status, n.error_code, n.subworkflow, n.child_workflow_id, n.wait_kind
    FROM {{schema}}.horsies_workflow_tasks n
    LEFT JOIN {{schema}}.horsies_tasks t ON t.id = n.task_id
    WHERE n.workflow_id = $1 AND n.node_index = $2`,

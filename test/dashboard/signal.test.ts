@@ -24,9 +24,12 @@ describe('dashboard signal action', () => {
   it('delivers a validated payload to a waiting node', async () => {
     const handle = await flow.start();
     const path = `api/workflows/${handle.id}/signal`;
-    const graph = await fromApp.get<{ nodes: { id: string; wait?: string }[] }>(`api/workflows/${handle.id}`);
-    expect(graph.status).toBe(200);
-    expect(graph.body.nodes.map((n) => [n.id, n.wait])).toEqual([['dash.decision', 'signal']]);
+    // The node's detail says it waits for a signal: the page shows the signal form there.
+    const detail = await fromApp.get<{ node: { id: string; wait?: string } }>(
+      `api/workflows/${handle.id}/nodes/0`,
+    );
+    expect(detail.status).toBe(200);
+    expect([detail.body.node.id, detail.body.node.wait]).toEqual(['dash.decision', 'signal']);
 
     expect((await fromApp.post(path, { node: 'dash.decision', payload: { approved: true } })).status).toBe(
       401,
