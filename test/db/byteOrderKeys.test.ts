@@ -70,10 +70,41 @@ describe('migration 26 (identifiers compared byte by byte)', () => {
        SELECT id, 1, 'COMPLETED', false, now(), now() FROM f`,
       [done.id],
     );
-    const wf = workflow(app, 'Keys.Flow');
-    const first = wf.node(upper, { input: { n: 10 } });
-    const second = wf.node(lower, { input: { n: first.result } });
-    const handle = await wf.build({ output: second }).start();
+    const flow = (on: typeof app, a: typeof upper, b: typeof lower) => {
+      const wf = workflow(on, 'Keys.Flow');
+      const first = wf.node(a, { input: { n: 10 } });
+      return wf.build({ output: wf.node(b, { input: { n: first.result } }) });
+    };
+    // A run started as version 25 stored it. This library's start writes columns later migrations added, so the run
+    // is started on a schema at this version and its rows are copied here with the columns version 25 has.
+    const staging = t.app({ schema: `${t.schema}_at_latest` });
+    await staging.migrate();
+    const started = await flow(
+      staging,
+      staging.task({ name: upper.name, input: z.object({ n: z.number() }), handler: ({ n }) => n }),
+      staging.task({ name: lower.name, input: z.object({ n: z.number() }), handler: ({ n }) => n }),
+    ).start();
+    for (const [table, key] of [
+      ['horsies_workflows', 'id'],
+      ['horsies_workflow_tasks', 'workflow_id'],
+      ['horsies_tasks', 'workflow_id'],
+    ] as const) {
+      const [{ columns } = { columns: '' }] = await q<{ columns: string }>(
+        `SELECT string_agg(quote_ident(column_name), ', ') AS columns FROM information_schema.columns
+         WHERE table_schema = $1 AND table_name = $2 AND is_generated = 'NEVER'
+           AND column_name IN (SELECT column_name FROM information_schema.columns
+                               WHERE table_schema = $3 AND table_name = $2)`,
+        [t.schema, table, staging.db.schema],
+      );
+      await q(
+        `INSERT INTO {{schema}}.${table} (${columns}) OVERRIDING SYSTEM VALUE
+         SELECT ${columns} FROM "${staging.db.schema}".${table} WHERE ${key} = $1`,
+        [started.id],
+      );
+    }
+    await staging.close();
+    await q(`DROP SCHEMA "${t.schema}_at_latest" CASCADE`);
+    const handle = flow(app, upper, lower).handle(started.id);
     const before = await stored();
 
     // With the migrations after it (the workers need the schema at this library's version).
