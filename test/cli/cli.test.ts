@@ -51,9 +51,11 @@ describe('horsies migrate', () => {
       'horsies_schema_migrations',
       'horsies_schema_routines',
       'horsies_task_attempts',
+      'horsies_task_steps',
       'horsies_tasks',
       'horsies_worker_states',
       'horsies_worker_stops',
+      'horsies_workflow_signals',
       'horsies_workflow_tasks',
       'horsies_workflows',
     ]);
