@@ -95,7 +95,7 @@ export class Dispatcher {
       this.workerLimits()
     )
       return 0;
-    return this.ledger.reserve(max, this.startsAhead(queue) ? this.ledger.startAhead() : 0);
+    return this.ledger.reserveFree(max, this.startsAhead(queue) ? this.ledger.startAhead() : 0);
   }
 
   /**
@@ -336,7 +336,6 @@ export class Dispatcher {
     if (batch.length === 0) return;
     this.waiting = rest;
     for (const task of batch) this.ledger.setPhase(task.id, 'starting');
-    // All of them: the batch is no larger than the free slots.
     this.ledger.reserve(batch.length);
     const start: Promise<void> = this.startBatch(batch)
       .catch((error: unknown) => {

@@ -129,11 +129,19 @@ export class SlotLedger extends EventEmitter<LedgerEvents> {
     return this.slots === null ? 0 : Math.max(0, this.mostHeld() - this.settings.concurrency);
   }
 
-  /** Reserves up to `max` slots for a start in flight, counting `ahead` more than the free ones. Returns how many. */
-  reserve(max: number, ahead = 0): number {
+  /**
+   * Reserves up to `max` of the free slots for a start in flight, and up to `ahead` more beyond them (tasks started
+   * ahead). Returns how many.
+   */
+  reserveFree(max: number, ahead = 0): number {
     const n = Math.max(0, Math.min(max, this.freeSlots() + ahead));
     this.reserved += n;
     return n;
+  }
+
+  /** Reserves `n` slots the caller has counted free itself (a start batch no larger than the free slots). */
+  reserve(n: number): void {
+    this.reserved += n;
   }
 
   /** Gives back reserved slots (the start came back, or failed). */

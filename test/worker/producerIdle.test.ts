@@ -121,7 +121,7 @@ describe('a claim pass registers idle slots for hand-offs', () => {
       expect(await registered()).toEqual([]);
 
       // The two started ahead taken too: nothing left to reserve, no claim at all, and the queue still holds three.
-      ledger.reserve(2, 2);
+      ledger.reserve(2);
       producer.wake();
       expect(await pass()).toBe(0);
       expect(launched).toHaveLength(2);
