@@ -47,49 +47,43 @@ export const TaskExpireBatch = statement<
   ({ limit, now }) => [limit, now ?? null],
 );
 
-/** Deletes up to `limit` heartbeats older than `olderThanMs`. */
-export const HeartbeatPrune = statement<PruneParams, { deleted: number }>(
-  'HeartbeatPrune',
-  `WITH gone AS (
-     DELETE FROM {{schema}}.horsies_heartbeats WHERE id IN (
-       SELECT id FROM {{schema}}.horsies_heartbeats
-       WHERE sent_at < coalesce($3::timestamptz, now()) - $1 * interval '1 millisecond'
-       LIMIT $2
+/**
+ * Deletes up to `limit` rows of `table` whose `at` is older than `olderThanMs`, picked by their `key` (the rows a
+ * retention pass drains in batches).
+ */
+function pruneOlderThan(name: string, table: string, key: string, at: string) {
+  return statement<PruneParams, { deleted: number }>(
+    name,
+    `WITH gone AS (
+       DELETE FROM {{schema}}.${table} WHERE ${key} IN (
+         SELECT ${key} FROM {{schema}}.${table}
+         WHERE ${at} < coalesce($3::timestamptz, now()) - $1 * interval '1 millisecond'
+         LIMIT $2
+       )
+       RETURNING 1
      )
-     RETURNING 1
-   )
-   SELECT count(*)::int AS deleted FROM gone`,
-  ({ olderThanMs, limit, now }) => [olderThanMs, limit, now ?? null],
-);
+     SELECT count(*)::int AS deleted FROM gone`,
+    ({ olderThanMs, limit, now }) => [olderThanMs, limit, now ?? null],
+  );
+}
+
+/** Deletes up to `limit` heartbeats older than `olderThanMs`. */
+export const HeartbeatPrune = pruneOlderThan('HeartbeatPrune', 'horsies_heartbeats', 'id', 'sent_at');
 
 /** Deletes up to `limit` worker snapshots older than `olderThanMs`. */
-export const WorkerStatePrune = statement<PruneParams, { deleted: number }>(
+export const WorkerStatePrune = pruneOlderThan(
   'WorkerStatePrune',
-  `WITH gone AS (
-     DELETE FROM {{schema}}.horsies_worker_states WHERE id IN (
-       SELECT id FROM {{schema}}.horsies_worker_states
-       WHERE snapshot_at < coalesce($3::timestamptz, now()) - $1 * interval '1 millisecond'
-       LIMIT $2
-     )
-     RETURNING 1
-   )
-   SELECT count(*)::int AS deleted FROM gone`,
-  ({ olderThanMs, limit, now }) => [olderThanMs, limit, now ?? null],
+  'horsies_worker_states',
+  'id',
+  'snapshot_at',
 );
 
 /** Deletes up to `limit` worker stop records older than `olderThanMs` (`horsies_worker_stops_stopped_at_idx`). */
-export const WorkerStopPrune = statement<PruneParams, { deleted: number }>(
+export const WorkerStopPrune = pruneOlderThan(
   'WorkerStopPrune',
-  `WITH gone AS (
-     DELETE FROM {{schema}}.horsies_worker_stops WHERE worker_id IN (
-       SELECT worker_id FROM {{schema}}.horsies_worker_stops
-       WHERE stopped_at < coalesce($3::timestamptz, now()) - $1 * interval '1 millisecond'
-       LIMIT $2
-     )
-     RETURNING 1
-   )
-   SELECT count(*)::int AS deleted FROM gone`,
-  ({ olderThanMs, limit, now }) => [olderThanMs, limit, now ?? null],
+  'horsies_worker_stops',
+  'worker_id',
+  'stopped_at',
 );
 
 /**
