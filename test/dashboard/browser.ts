@@ -48,3 +48,27 @@ export async function launchBrowser(): Promise<{ context: BrowserContext; close:
     },
   };
 }
+
+/**
+ * Closes every page of `context` after a test. When the test failed, each page is left behind first: a screenshot in
+ * a temporary file named after `label`, and its address, its text and `notes` in the error log.
+ */
+export async function closePages(
+  context: BrowserContext,
+  failed: boolean,
+  label: string,
+  notes = '',
+): Promise<void> {
+  for (const [i, page] of context.pages().entries()) {
+    if (failed) {
+      const file = join(tmpdir(), `horsies-dashboard-failed-${label}-${i}.png`);
+      await page.screenshot({ path: file, fullPage: true }).catch(() => undefined);
+      const text = await page
+        .locator('body')
+        .innerText()
+        .catch(() => '(no text)');
+      console.error(`page ${page.url()} (screenshot ${file})${notes ? `; ${notes}` : ''}:\n${text}`);
+    }
+    await page.close();
+  }
+}

@@ -4,7 +4,6 @@
  * flight, and dedupe and debounce keys held by sends. The page's rows are read from the DOM and compared with the
  * database's.
  */
-import { tmpdir } from 'node:os';
 import { AxeBuilder } from '@axe-core/playwright';
 import type { BrowserContext, Page } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -14,7 +13,7 @@ import { createWorker } from '../../src/worker/Worker.js';
 import type { Worker } from '../../src/worker/Worker.js';
 import type { FlowState } from '../../src/dashboard/contract.js';
 import { eventually, useTestSchema } from '../support/db.js';
-import { launchBrowser, SCREENSHOTS } from './browser.js';
+import { closePages, launchBrowser, SCREENSHOTS } from './browser.js';
 import { serveDashboard } from './support.js';
 
 const t = await useTestSchema();
@@ -122,17 +121,7 @@ beforeAll(async () => {
   ({ context, close: closeBrowser } = await launchBrowser());
 }, 120_000);
 
-afterEach(async (ctx) => {
-  const failed = ctx.task.result?.state === 'fail';
-  for (const [i, page] of context.pages().entries()) {
-    if (failed) {
-      const file = `${tmpdir()}/horsies-dashboard-flow-failed-${i}.png`;
-      await page.screenshot({ path: file, fullPage: true }).catch(() => undefined);
-      console.error(`page ${page.url()} (screenshot ${file}):\n${await page.locator('body').innerText()}`);
-    }
-    await page.close();
-  }
-});
+afterEach(async (ctx) => closePages(context, ctx.task.result?.state === 'fail', 'flow'));
 
 afterAll(async () => {
   await closeBrowser?.();

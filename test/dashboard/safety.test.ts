@@ -19,7 +19,7 @@ import { createWorker } from '../../src/worker/Worker.js';
 import type { Worker } from '../../src/worker/Worker.js';
 import { workflow } from '../../src/workflow/WorkflowDefinition.js';
 import { useTestSchema } from '../support/db.js';
-import { launchBrowser } from './browser.js';
+import { closePages, launchBrowser } from './browser.js';
 import { serveDashboard } from './support.js';
 
 const TOKEN = 'safety-action-token';
@@ -83,17 +83,9 @@ beforeAll(async () => {
   ({ context, close: closeBrowser } = await launchBrowser());
 }, 120_000);
 
-afterEach(async (ctx) => {
-  const failed = ctx.task.result?.state === 'fail';
-  for (const [i, page] of context.pages().entries()) {
-    if (failed) {
-      const file = `${tmpdir()}/horsies-dashboard-failed-safety-${i}.png`;
-      await page.screenshot({ path: file, fullPage: true }).catch(() => undefined);
-      console.error(`page ${page.url()} (screenshot ${file}); incidents: ${incidents.join('; ')}`);
-    }
-    await page.close();
-  }
-});
+afterEach(async (ctx) =>
+  closePages(context, ctx.task.result?.state === 'fail', 'safety', `incidents: ${incidents.join('; ')}`),
+);
 
 afterAll(async () => {
   await closeBrowser?.();

@@ -4,7 +4,6 @@
  * meanwhile appears on an open page without a reload, and an action without the token is refused. Each page's
  * screenshot goes to docs/dashboard/ for the user guide when HORSIES_DOCS_SCREENSHOTS=1 (see browser.ts).
  */
-import { tmpdir } from 'node:os';
 import type { BrowserContext, Page } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
@@ -13,7 +12,7 @@ import { createWorker } from '../../src/worker/Worker.js';
 import type { Worker } from '../../src/worker/Worker.js';
 import { factoriesFor } from '../support/factories.js';
 import { eventually, useTestSchema } from '../support/db.js';
-import { launchBrowser, SCREENSHOTS } from './browser.js';
+import { closePages, launchBrowser, SCREENSHOTS } from './browser.js';
 import { serveDashboard } from './support.js';
 
 const TOKEN = 'browser-test-token';
@@ -109,17 +108,7 @@ beforeAll(async () => {
 }, 120_000);
 
 // A failed test leaves what its pages showed behind, and closes them.
-afterEach(async (ctx) => {
-  const failed = ctx.task.result?.state === 'fail';
-  for (const [i, page] of context.pages().entries()) {
-    if (failed) {
-      const file = `${tmpdir()}/horsies-dashboard-failed-${i}.png`;
-      await page.screenshot({ path: file, fullPage: true }).catch(() => undefined);
-      console.error(`page ${page.url()} (screenshot ${file}):\n${await page.locator('body').innerText()}`);
-    }
-    await page.close();
-  }
-});
+afterEach(async (ctx) => closePages(context, ctx.task.result?.state === 'fail', 'ui'));
 
 afterAll(async () => {
   await closeBrowser?.();

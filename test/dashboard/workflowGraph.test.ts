@@ -4,7 +4,6 @@
  * stored dependencies; a node's detail shows which upstream node each wired input came from; the timeline's spans
  * carry the rows' times, in enqueue order. Screenshots go to docs/dashboard/ with HORSIES_DOCS_SCREENSHOTS=1.
  */
-import { tmpdir } from 'node:os';
 import type { BrowserContext, Page } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
@@ -12,7 +11,7 @@ import { createWorker } from '../../src/worker/Worker.js';
 import type { Worker } from '../../src/worker/Worker.js';
 import { workflow } from '../../src/workflow/WorkflowDefinition.js';
 import { useTestSchema } from '../support/db.js';
-import { launchBrowser, SCREENSHOTS } from './browser.js';
+import { closePages, launchBrowser, SCREENSHOTS } from './browser.js';
 import { serveDashboard } from './support.js';
 
 const t = await useTestSchema();
@@ -54,17 +53,7 @@ beforeAll(async () => {
   ({ context, close: closeBrowser } = await launchBrowser());
 }, 120_000);
 
-afterEach(async (ctx) => {
-  const failed = ctx.task.result?.state === 'fail';
-  for (const [i, page] of context.pages().entries()) {
-    if (failed) {
-      const file = `${tmpdir()}/horsies-dashboard-failed-graph-${i}.png`;
-      await page.screenshot({ path: file, fullPage: true }).catch(() => undefined);
-      console.error(`page ${page.url()} (screenshot ${file})`);
-    }
-    await page.close();
-  }
-});
+afterEach(async (ctx) => closePages(context, ctx.task.result?.state === 'fail', 'graph'));
 
 afterAll(async () => {
   await closeBrowser?.();

@@ -5,7 +5,6 @@
  * from its page creates a task. Screenshots of the pages go to docs/dashboard/ for the user guide when
  * HORSIES_DOCS_SCREENSHOTS=1 (see browser.ts).
  */
-import { tmpdir } from 'node:os';
 import type { BrowserContext, Page } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
@@ -14,7 +13,7 @@ import { createWorker } from '../../src/worker/Worker.js';
 import type { Worker } from '../../src/worker/Worker.js';
 import { workflow } from '../../src/workflow/WorkflowDefinition.js';
 import { eventually, useTestSchema } from '../support/db.js';
-import { launchBrowser, SCREENSHOTS } from './browser.js';
+import { closePages, launchBrowser, SCREENSHOTS } from './browser.js';
 import { serveDashboard } from './support.js';
 
 const TOKEN = 'workflow-browser-token';
@@ -79,17 +78,7 @@ beforeAll(async () => {
   ({ context, close: closeBrowser } = await launchBrowser());
 }, 120_000);
 
-afterEach(async (ctx) => {
-  const failed = ctx.task.result?.state === 'fail';
-  for (const [i, page] of context.pages().entries()) {
-    if (failed) {
-      const file = `${tmpdir()}/horsies-dashboard-failed-wf-${i}.png`;
-      await page.screenshot({ path: file, fullPage: true }).catch(() => undefined);
-      console.error(`page ${page.url()} (screenshot ${file}):\n${await page.locator('body').innerText()}`);
-    }
-    await page.close();
-  }
-});
+afterEach(async (ctx) => closePages(context, ctx.task.result?.state === 'fail', 'wf'));
 
 afterAll(async () => {
   await closeBrowser?.();
