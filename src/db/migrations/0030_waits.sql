@@ -4,6 +4,12 @@
 -- event) or 'sleep' (completes at a time). While it waits it is RUNNING with no task and no child; `wait_due_at` is
 -- its timer (a signal's timeout, a sleep's end), which the maintenance leader fires by stepping the workflow. The
 -- timer is the node row itself, so retention prunes it with its run and no worker slot is held.
+--
+-- The task table is locked first, in the mode the foreign key below takes anyway: a claim of a worker still running
+-- holds the task table and then reads the node table, so altering the node table first deadlocked with such a claim
+-- during a rolling upgrade. Claims and finishes wait for this transaction instead.
+LOCK TABLE {{schema}}.horsies_tasks IN SHARE ROW EXCLUSIVE MODE;
+
 ALTER TABLE {{schema}}.horsies_workflow_tasks
   ADD COLUMN wait_kind varchar(8),
   ADD COLUMN wait_name varchar(255),
