@@ -59,6 +59,14 @@ export async function migrate(
     const newest = Math.max(0, ...done);
     if (newest > known) throw new SchemaNotMigratedError(db.schema, newest, known);
     const applied: number[] = [];
+    // The task table in its strongest mode before any migration touches it: a migration that alters it would
+    // otherwise upgrade a weaker lock an earlier migration of the same run holds, while a running worker's statement
+    // that has locked the table for its rows waits on that lock (a deadlock). Claims and finishes wait instead.
+    const pending = migrations.some((m) => !done.has(m.version));
+    const table = `${schema}.horsies_tasks`;
+    if (pending && (await client.query('SELECT to_regclass($1) AS t', [table])).rows[0]?.t) {
+      await client.query(`LOCK TABLE ${table} IN ACCESS EXCLUSIVE MODE`);
+    }
     for (const m of migrations) {
       if (done.has(m.version)) continue;
       await client.query(renderSql(m.sql, db.schema));

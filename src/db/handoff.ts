@@ -92,7 +92,7 @@ export const TaskHandedRows = statement<
   'TaskHandedRows',
   `SELECT t.id, t.task_name, t.queue_name, t.priority, t.kwargs, t.claim_generation, t.retry_count, t.max_retries,
           t.attempt, t.enqueued_at, t.workflow_id, t.workflow_node, t.workflow_node_id, t.trace_context, t.status,
-          t.started_at
+          t.started_at, t.claim_token
    FROM {{schema}}.horsies_tasks t
    WHERE t.claimed AND t.claimed_by_worker_id = $1 AND t.status = 'RUNNING' AND t.workflow_id IS NULL
      AND ($2::text[] IS NULL OR t.id = ANY ($2::text[])) AND NOT t.id = ANY ($3::text[])`,

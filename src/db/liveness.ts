@@ -12,7 +12,7 @@ import type { OwnedTask, WorkerIdentity } from './tasks.js';
 export type HeartbeatRole = 'claimer' | 'runner';
 
 /**
- * Records one heartbeat per task this worker still owns in the role's status (fenced on claim generation), in
+ * Records one heartbeat per task this worker still owns in the role's status (fenced on the claim token), in
  * one statement. Claimer heartbeats also renew the claim lease, unless the claim is older than `maxClaimAgeMs`.
  * Returns the ids still owned; a task missing from the result was reclaimed, cancelled or finished elsewhere.
  */
@@ -22,9 +22,9 @@ export const HeartbeatInsertMany = statement<
 >(
   'HeartbeatInsertMany',
   `WITH owned AS (
-     -- By primary key ($1), each row's claim generation matched as 'id:generation' ($2): no join with the input.
+     -- By primary key ($1), each row's claim token matched as 'id:token' ($2): no join with the input.
      SELECT t.id, t.claimed_at FROM {{schema}}.horsies_tasks t
-     WHERE t.id = ANY ($1::text[]) AND (t.id || ':' || t.claim_generation) = ANY ($2::text[])
+     WHERE t.id = ANY ($1::text[]) AND (t.id || ':' || t.claim_token) = ANY ($2::text[])
        -- Not indexable on purpose (|| ''): found by primary key, not by scanning the in-flight index.
        AND t.claimed_by_worker_id || '' = $3
        AND t.status || '' = CASE WHEN $4::text = 'claimer' THEN 'CLAIMED' ELSE 'RUNNING' END
@@ -40,7 +40,7 @@ export const HeartbeatInsertMany = statement<
    SELECT id FROM owned`,
   ({ worker, role, tasks, leaseMs, maxClaimAgeMs }) => [
     tasks.map((t) => t.id),
-    tasks.map((t) => `${t.id}:${t.generation}`),
+    tasks.map((t) => `${t.id}:${t.token}`),
     worker.workerId,
     role,
     worker.hostname,
@@ -54,15 +54,15 @@ export const HeartbeatInsertMany = statement<
 export const TaskReleaseClaimed = statement<{ workerId: string; tasks: OwnedTask[] }, { id: string }>(
   'TaskReleaseClaimed',
   `WITH input AS (
-     SELECT * FROM unnest($2::text[], $3::int[]) AS i(id, generation)
+     SELECT * FROM unnest($2::text[], $3::uuid[]) AS i(id, token)
    )
    UPDATE {{schema}}.horsies_tasks t
    SET status = 'PENDING', claimed = false, claimed_at = NULL, claimed_by_worker_id = NULL,
        claim_expires_at = NULL, updated_at = now()
    FROM input i
-   WHERE t.id = i.id AND t.status = 'CLAIMED' AND t.claimed_by_worker_id = $1 AND t.claim_generation = i.generation
+   WHERE t.id = i.id AND t.status = 'CLAIMED' AND t.claimed_by_worker_id = $1 AND t.claim_token = i.token
    RETURNING t.id`,
-  ({ workerId, tasks }) => [workerId, tasks.map((t) => t.id), tasks.map((t) => t.generation)],
+  ({ workerId, tasks }) => [workerId, tasks.map((t) => t.id), tasks.map((t) => t.token)],
 );
 
 /**
@@ -102,7 +102,8 @@ export interface StaleRunningRow {
   task_name: string;
   queue_name: string;
   claimed_by_worker_id: string;
-  claim_generation: number;
+  /** Null on a claim made before migration 32. */
+  claim_token: string | null;
   retry_count: number;
   max_retries: number;
   task_options: unknown;
@@ -119,7 +120,7 @@ export const TaskLockStaleRunning = statement<
   StaleRunningRow
 >(
   'TaskLockStaleRunning',
-  `SELECT t.id, t.task_name, t.queue_name, t.claimed_by_worker_id, t.claim_generation, t.retry_count,
+  `SELECT t.id, t.task_name, t.queue_name, t.claimed_by_worker_id, t.claim_token, t.retry_count,
           t.max_retries, t.task_options, t.started_at
    FROM {{schema}}.horsies_tasks t
    WHERE t.claimed AND t.status = 'RUNNING'

@@ -1,6 +1,6 @@
 /**
  * A handler's progress (migration 11) and its durable steps (migration 30). Written by the run's owner only: the
- * statements are fenced on the worker and the claim generation, like every owner statement, so a run whose claim
+ * statements are fenced on the worker and the claim token, like every owner statement, so a run whose claim
  * was lost writes nothing. Progress changes no indexed column (a HOT update) and no status, so the row trigger
  * stays quiet; it notifies `task_progress` itself, with the task's id as payload (listeners re-read the row).
  */
@@ -14,17 +14,18 @@ import { statement } from './sql.js';
 export interface RunFence {
   id: string;
   workerId: string;
-  generation: number;
+  /** The claim token (see OwnedTask). */
+  token: string;
 }
 
 /**
- * The fence predicate on `horsies_tasks t`, with the task id, worker id and claim generation in the given
+ * The fence predicate on `horsies_tasks t`, with the task id, worker id and claim token in the given
  * parameters: found by primary key (`|| ''` keeps the in-flight index out of it), RUNNING, and held by that
  * worker's claim.
  */
-export function runFenceSql(id: string, workerId: string, generation: string): string {
+export function runFenceSql(id: string, workerId: string, token: string): string {
   return `t.id = ${id} AND t.status || '' = 'RUNNING' AND t.claimed_by_worker_id || '' = ${workerId}
-       AND t.claim_generation = ${generation}`;
+       AND t.claim_token = ${token}::uuid`;
 }
 
 /** Step results stored for a task, in the order they were stored. */
@@ -51,12 +52,12 @@ export const TaskStepSave = statement<
    WHERE ${runFenceSql('$1', '$2', '$3')}
    ON CONFLICT (task_id, name) DO NOTHING
    RETURNING name`,
-  ({ id, workerId, generation, name, seq, result }) => [id, workerId, generation, name, seq, result],
+  ({ id, workerId, token, name, seq, result }) => [id, workerId, token, name, seq, result],
 );
 
 /** Sets a running task's progress (`value`: JSON text) and notifies `channel`; no row when the claim is gone. */
 export const TaskProgressSet = statement<
-  { id: string; workerId: string; generation: number; value: string; channel: string },
+  RunFence & { value: string; channel: string },
   { id: string; progress_at: Date }
 >(
   'TaskProgressSet',
@@ -68,5 +69,5 @@ export const TaskProgressSet = statement<
      RETURNING t.id, t.progress_at
    )
    SELECT u.id, u.progress_at FROM updated u, LATERAL (SELECT pg_notify($5, u.id)) n`,
-  ({ id, workerId, generation, value, channel }) => [id, workerId, generation, value, channel],
+  ({ id, workerId, token, value, channel }) => [id, workerId, token, value, channel],
 );

@@ -34,6 +34,7 @@
 --   0029 cancelled_unsettled
 --   0030 waits
 --   0031 worker_stops
+--   0032 claim_token
 
 -- sequence horsies_heartbeats_id_seq
 CREATE SEQUENCE {{schema}}.horsies_heartbeats_id_seq AS bigint
@@ -233,7 +234,8 @@ CREATE TABLE {{schema}}.horsies_tasks (
   dedupe_key character varying(255) COLLATE "C",
   dedupe_scope character varying(16) COLLATE "C",
   dedupe_window_ms bigint,
-  dedupe_held boolean
+  dedupe_held boolean,
+  claim_token uuid
 )
 WITH (fillfactor=85);
 
@@ -684,7 +686,7 @@ $function$;
 
 -- function horsies_claim_and_start(p_queue text, p_task_names text[], p_limit integer, p_lease_ms integer, p_worker_id text, p_hostname text, p_pid integer, p_process_name text, p_start integer, p_wait_for_flush boolean)
 CREATE OR REPLACE FUNCTION {{schema}}.horsies_claim_and_start(p_queue text, p_task_names text[], p_limit integer, p_lease_ms integer, p_worker_id text, p_hostname text, p_pid integer, p_process_name text, p_start integer, p_wait_for_flush boolean)
- RETURNS TABLE(id character varying, task_name character varying, queue_name character varying, priority integer, kwargs jsonb, claim_generation integer, retry_count integer, max_retries integer, attempt integer, enqueued_at timestamp with time zone, workflow_id character varying, workflow_node integer, workflow_node_id character varying, trace_context jsonb, status character varying, started_at timestamp with time zone)
+ RETURNS TABLE(id character varying, task_name character varying, queue_name character varying, priority integer, kwargs jsonb, claim_generation integer, retry_count integer, max_retries integer, attempt integer, enqueued_at timestamp with time zone, workflow_id character varying, workflow_node integer, workflow_node_id character varying, trace_context jsonb, status character varying, started_at timestamp with time zone, claim_token uuid)
  LANGUAGE plpgsql
  SET plan_cache_mode TO 'force_generic_plan'
  SET enable_seqscan TO 'off'
@@ -725,7 +727,7 @@ $function$;
 
 -- function horsies_claim_limited(p_queue text, p_task_names text[], p_limit integer, p_lease_ms integer, p_worker_id text, p_hostname text, p_pid integer, p_process_name text, p_keys text[], p_max integer[], p_interval_ms integer[], p_group_limit integer, p_start integer, p_wait_for_flush boolean)
 CREATE OR REPLACE FUNCTION {{schema}}.horsies_claim_limited(p_queue text, p_task_names text[], p_limit integer, p_lease_ms integer, p_worker_id text, p_hostname text, p_pid integer, p_process_name text, p_keys text[], p_max integer[], p_interval_ms integer[], p_group_limit integer, p_start integer, p_wait_for_flush boolean)
- RETURNS TABLE(id character varying, task_name character varying, queue_name character varying, priority integer, kwargs jsonb, claim_generation integer, retry_count integer, max_retries integer, attempt integer, enqueued_at timestamp with time zone, workflow_id character varying, workflow_node integer, workflow_node_id character varying, trace_context jsonb, status character varying, started_at timestamp with time zone)
+ RETURNS TABLE(id character varying, task_name character varying, queue_name character varying, priority integer, kwargs jsonb, claim_generation integer, retry_count integer, max_retries integer, attempt integer, enqueued_at timestamp with time zone, workflow_id character varying, workflow_node integer, workflow_node_id character varying, trace_context jsonb, status character varying, started_at timestamp with time zone, claim_token uuid)
  LANGUAGE plpgsql
 AS $function$
 #variable_conflict use_column
@@ -883,7 +885,7 @@ $function$;
 
 -- function horsies_claim_rows(p_ids character varying[], p_start integer, p_lease_ms integer, p_worker_id text, p_hostname text, p_pid integer, p_process_name text)
 CREATE OR REPLACE FUNCTION {{schema}}.horsies_claim_rows(p_ids character varying[], p_start integer, p_lease_ms integer, p_worker_id text, p_hostname text, p_pid integer, p_process_name text)
- RETURNS TABLE(id character varying, task_name character varying, queue_name character varying, priority integer, kwargs jsonb, claim_generation integer, retry_count integer, max_retries integer, attempt integer, enqueued_at timestamp with time zone, workflow_id character varying, workflow_node integer, workflow_node_id character varying, trace_context jsonb, status character varying, started_at timestamp with time zone)
+ RETURNS TABLE(id character varying, task_name character varying, queue_name character varying, priority integer, kwargs jsonb, claim_generation integer, retry_count integer, max_retries integer, attempt integer, enqueued_at timestamp with time zone, workflow_id character varying, workflow_node integer, workflow_node_id character varying, trace_context jsonb, status character varying, started_at timestamp with time zone, claim_token uuid)
  LANGUAGE plpgsql
  SET plan_cache_mode TO 'force_generic_plan'
  SET enable_seqscan TO 'off'
@@ -899,6 +901,7 @@ BEGIN
       claimed_at = now(),
       claimed_by_worker_id = p_worker_id,
       claim_generation = t.claim_generation + 1,
+      claim_token = gen_random_uuid(),
       claim_expires_at = now() + p_lease_ms * interval '1 millisecond',
       started_at = CASE WHEN p.n <= p_start THEN now() ELSE t.started_at END,
       attempt = CASE WHEN p.n <= p_start THEN t.attempt + 1 ELSE t.attempt END,
@@ -913,26 +916,27 @@ BEGIN
             CASE WHEN t.workflow_id IS NOT NULL AND t.workflow_node_id IS NULL THEN (
               SELECT wt.node_id FROM {{schema}}.horsies_workflow_tasks wt
               WHERE wt.node_key = t.workflow_id || ':' || t.workflow_node) ELSE t.workflow_node_id END,
-            t.trace_context, t.status, t.started_at;
+            t.trace_context, t.status, t.started_at, t.claim_token;
 END;
 $function$;
 
 -- function horsies_claim_tasks(p_queue text, p_task_names text[], p_limit integer, p_lease_ms integer, p_worker_id text, p_hostname text, p_pid integer, p_process_name text)
 CREATE OR REPLACE FUNCTION {{schema}}.horsies_claim_tasks(p_queue text, p_task_names text[], p_limit integer, p_lease_ms integer, p_worker_id text, p_hostname text, p_pid integer, p_process_name text)
- RETURNS TABLE(id character varying, task_name character varying, queue_name character varying, priority integer, kwargs jsonb, claim_generation integer, retry_count integer, max_retries integer, attempt integer, enqueued_at timestamp with time zone, workflow_id character varying, workflow_node integer, workflow_node_id character varying, trace_context jsonb)
+ RETURNS TABLE(id character varying, task_name character varying, queue_name character varying, priority integer, kwargs jsonb, claim_generation integer, retry_count integer, max_retries integer, attempt integer, enqueued_at timestamp with time zone, workflow_id character varying, workflow_node integer, workflow_node_id character varying, trace_context jsonb, claim_token uuid)
  LANGUAGE plpgsql
 AS $function$
 BEGIN
   RETURN QUERY
   SELECT c.id, c.task_name, c.queue_name, c.priority, c.kwargs, c.claim_generation, c.retry_count, c.max_retries,
-         c.attempt, c.enqueued_at, c.workflow_id, c.workflow_node, c.workflow_node_id, c.trace_context
+         c.attempt, c.enqueued_at, c.workflow_id, c.workflow_node, c.workflow_node_id, c.trace_context,
+         c.claim_token
   FROM {{schema}}.horsies_claim_and_start(p_queue, p_task_names, p_limit, p_lease_ms, p_worker_id, p_hostname, p_pid,
                                           p_process_name, 0, false) c;
 END;
 $function$;
 
--- function horsies_finish_tasks(p_ids text[], p_worker_ids text[], p_generations integer[], p_statuses text[], p_results jsonb[], p_error_codes text[], p_error_messages text[], p_failed_reasons text[], p_retry_delays_ms integer[], p_crashed boolean[], p_unless_cancel_requested boolean, p_notify_later boolean)
-CREATE OR REPLACE FUNCTION {{schema}}.horsies_finish_tasks(p_ids text[], p_worker_ids text[], p_generations integer[], p_statuses text[], p_results jsonb[], p_error_codes text[], p_error_messages text[], p_failed_reasons text[], p_retry_delays_ms integer[], p_crashed boolean[], p_unless_cancel_requested boolean, p_notify_later boolean)
+-- function horsies_finish_tasks(p_ids text[], p_worker_ids text[], p_generations integer[], p_statuses text[], p_results jsonb[], p_error_codes text[], p_error_messages text[], p_failed_reasons text[], p_retry_delays_ms integer[], p_crashed boolean[], p_unless_cancel_requested boolean, p_notify_later boolean, p_tokens uuid[])
+CREATE OR REPLACE FUNCTION {{schema}}.horsies_finish_tasks(p_ids text[], p_worker_ids text[], p_generations integer[], p_statuses text[], p_results jsonb[], p_error_codes text[], p_error_messages text[], p_failed_reasons text[], p_retry_delays_ms integer[], p_crashed boolean[], p_unless_cancel_requested boolean, p_notify_later boolean, p_tokens uuid[] DEFAULT NULL::uuid[])
  RETURNS TABLE(id character varying, status character varying, workflow_id character varying, workflow_node integer)
  LANGUAGE plpgsql
  SET plan_cache_mode TO 'force_generic_plan'
@@ -947,10 +951,10 @@ BEGIN
   RETURN QUERY
   WITH input AS (
     SELECT i.*
-    FROM unnest(p_ids, p_worker_ids, p_generations, p_statuses, p_results, p_error_codes, p_error_messages,
-                p_failed_reasons, p_retry_delays_ms, p_crashed)
-      AS i(id, worker_id, generation, status, result, error_code, error_message, failed_reason, retry_delay_ms,
-           crashed)
+    FROM unnest(p_ids, p_worker_ids, p_generations, p_tokens, p_statuses, p_results, p_error_codes,
+                p_error_messages, p_failed_reasons, p_retry_delays_ms, p_crashed)
+      AS i(id, worker_id, generation, token, status, result, error_code, error_message, failed_reason,
+           retry_delay_ms, crashed)
   ), target AS (
     -- Driven from the input, one primary-key lookup per task: a join the other way round can turn into a
     -- nested loop over every in-flight row of the worker times every input row. Locked, so that a retry's
@@ -964,7 +968,10 @@ BEGIN
       -- Written so that no index can serve it (status || ''): a generic plan would otherwise prefer the
       -- in-flight index and scan all of the worker's rows for each input row, instead of one primary-key lookup.
       WHERE t.id = i.id AND t.status || '' = 'RUNNING' AND t.claimed_by_worker_id || '' = i.worker_id
-        AND t.claim_generation = i.generation AND (p_unless_cancel_requested IS NOT TRUE OR t.cancel_requested_at IS NULL)
+        -- The claim token (none on a claim made before migration 32, which the reaper may still write off). The
+        -- workers of 0.1 pass no tokens, and are fenced on the generation until they are gone.
+        AND (t.claim_token IS NOT DISTINCT FROM i.token OR (p_tokens IS NULL AND t.claim_generation = i.generation))
+        AND (p_unless_cancel_requested IS NOT TRUE OR t.cancel_requested_at IS NULL)
       FOR UPDATE
     ) t
   ), decided AS (
@@ -1247,6 +1254,7 @@ AS $function$
 DECLARE
   v_enqueued timestamptz := COALESCE(p_run_at, now() + p_delay_ms * interval '1 millisecond');
   v_payload text;
+  v_token uuid;
   s record;
 BEGIN
   IF p_handoff AND p_group_key IS NULL AND v_enqueued <= now() AND (p_good_until IS NULL OR p_good_until > now())
@@ -1266,18 +1274,20 @@ BEGIN
         DELETE FROM {{schema}}.horsies_idle_slots i WHERE i.queue_name = s.queue_name AND i.worker_id = s.worker_id;
         CONTINUE;
       END IF;
+      v_token := gen_random_uuid();
       v_payload := json_build_object(
         'id', p_id, 'task_name', p_task_name, 'queue_name', p_queue, 'priority', p_priority, 'kwargs', p_kwargs,
-        'claim_generation', 1, 'retry_count', 0, 'max_retries', p_max_retries, 'attempt', 1,
-        'enqueued_at', v_enqueued, 'trace_context', p_trace_context, 'started_at', now(), 'token', s.token)::text;
+        'claim_generation', 1, 'claim_token', v_token, 'retry_count', 0, 'max_retries', p_max_retries,
+        'attempt', 1, 'enqueued_at', v_enqueued, 'trace_context', p_trace_context, 'started_at', now(),
+        'token', s.token)::text;
       EXIT WHEN octet_length(v_payload) > 7900;
       INSERT INTO {{schema}}.horsies_tasks
         (id, task_name, queue_name, priority, kwargs, status, sent_at, enqueued_at, good_until, max_retries,
          retention_ms, task_options, trace_context, claimed, claimed_at, claimed_by_worker_id, claim_generation,
-         claim_expires_at, started_at, attempt, worker_hostname, worker_pid, worker_process_name)
+         claim_token, claim_expires_at, started_at, attempt, worker_hostname, worker_pid, worker_process_name)
       VALUES (p_id, p_task_name, p_queue, p_priority, p_kwargs, 'RUNNING', COALESCE(p_sent_at, now()), v_enqueued,
               p_good_until, p_max_retries, p_retention_ms, p_task_options, p_trace_context, true, now(), s.worker_id,
-              1, now() + s.lease_ms * interval '1 millisecond', now(), 1, s.worker_hostname, s.worker_pid,
+              1, v_token, now() + s.lease_ms * interval '1 millisecond', now(), 1, s.worker_hostname, s.worker_pid,
               s.worker_process_name);
       UPDATE {{schema}}.horsies_idle_slots i SET free = i.free - 1, handed = i.handed || p_id
       WHERE i.queue_name = s.queue_name AND i.worker_id = s.worker_id;
@@ -1355,7 +1365,8 @@ BEGIN
     SET status = 'PENDING', claimed = false, claimed_at = NULL, claimed_by_worker_id = NULL,
         claim_expires_at = NULL, updated_at = now()
     WHERE t.id = ANY (p_workflow_ids)
-      AND (t.id || ':' || t.claim_generation) = ANY (p_id_generations)
+      AND ((t.id || ':' || t.claim_token) = ANY (p_id_generations)
+           OR (t.id || ':' || t.claim_generation) = ANY (p_id_generations))
       AND t.status || '' = 'CLAIMED' AND t.claimed_by_worker_id || '' = p_worker_id
       AND t.workflow_id = ANY (ARRAY(SELECT w.id FROM {{schema}}.horsies_workflows w WHERE w.status = 'PAUSED'))
     RETURNING t.id, 'STOPPED'::varchar, t.attempt, NULL::timestamptz;
@@ -1374,7 +1385,8 @@ BEGIN
                  'code', 'TASK_EXPIRED', 'message', 'good_until passed before the task started')) END,
       updated_at = now()
   WHERE t.id = ANY (p_ids)
-    AND (t.id || ':' || t.claim_generation) = ANY (p_id_generations)
+    AND ((t.id || ':' || t.claim_token) = ANY (p_id_generations)
+         OR (t.id || ':' || t.claim_generation) = ANY (p_id_generations))
     -- Not indexable on purpose (|| ''): the rows must be found by primary key, not through the in-flight index.
     AND t.status || '' = 'CLAIMED' AND t.claimed_by_worker_id || '' = p_worker_id
   RETURNING t.id, t.status, t.attempt, t.started_at;

@@ -1,6 +1,6 @@
 /**
  * Statements on `horsies_tasks` and `horsies_task_attempts`. Every statement that acts as the owner of a task
- * (start, finish) is fenced: it names the worker and the claim generation it holds, and changes nothing when a
+ * (start, finish) is fenced: it names the worker and the claim token it holds, and changes nothing when a
  * later claim superseded it. Times come from the database clock.
  */
 import { statement } from './sql.js';
@@ -27,6 +27,7 @@ export interface TaskRow {
   claimed: boolean;
   claimed_by_worker_id: string | null;
   claim_generation: number;
+  claim_token: string | null;
   claim_expires_at: Date | null;
   good_until: Date | null;
   attempt: number;
@@ -283,7 +284,10 @@ export interface ClaimedTaskRow {
   queue_name: string;
   priority: number;
   kwargs: unknown;
+  /** How many times the task was claimed. */
   claim_generation: number;
+  /** Drawn at random by this claim: the fence of every statement of its owner (see OwnedTask). */
+  claim_token: string;
   retry_count: number;
   max_retries: number;
   attempt: number;
@@ -385,10 +389,14 @@ export const TaskClaimAndStart = statement<ClaimAndStartParams, ClaimAndStartRow
   ],
 );
 
-/** A task the worker holds: its id and the claim generation it got. */
+/**
+ * A task the worker holds: its id and the claim token it got. Every statement of the owner is fenced on the token
+ * (and the worker's id): drawn at random at each claim, it never repeats, even when a server crash undid the claim
+ * and the task was claimed again (the claim generation then repeats, see migration 32).
+ */
 export interface OwnedTask {
   id: string;
-  generation: number;
+  token: string;
 }
 
 /** A task to start: {@link OwnedTask}, and whether it runs for a workflow (checked for a stopped workflow). */
@@ -399,7 +407,7 @@ export interface StartingTask extends OwnedTask {
 
 /** The tasks to start of claimed rows, as {@link TaskStartMany} and the starts under limits and caps take them. */
 export function startingTasks(tasks: readonly ClaimedTaskRow[]): StartingTask[] {
-  return tasks.map((t) => ({ id: t.id, generation: t.claim_generation, workflow: t.workflow_id !== null }));
+  return tasks.map((t) => ({ id: t.id, token: t.claim_token, workflow: t.workflow_id !== null }));
 }
 
 /** A row of {@link TaskStartMany}'s result. */
@@ -427,7 +435,7 @@ export const TaskStartMany = statement<
   ({ workerId, tasks, waitForFlush }) => [
     workerId,
     tasks.map((t) => t.id),
-    tasks.map((t) => `${t.id}:${t.generation}`),
+    tasks.map((t) => `${t.id}:${t.token}`),
     waitForFlush ?? true,
     tasks.filter((t) => t.workflow).map((t) => t.id),
   ],
@@ -436,9 +444,10 @@ export const TaskStartMany = statement<
 /** The outcome of one execution, as the worker (or the reaper) hands it over to be written. */
 export interface TaskFinish {
   id: string;
-  /** The worker that holds the claim; the write is fenced on it and on `generation`. */
+  /** The worker that holds the claim; the write is fenced on it and on `token`. */
   workerId: string;
-  generation: number;
+  /** The claim token (see {@link OwnedTask}); null only for the reaper's verdict on a claim made before migration 32. */
+  token: string | null;
   /**
    * `RETRY` goes back to PENDING after `retryDelayMs` (or FAILED if that would pass `good_until`). `RELEASE`
    * hands the task back to PENDING as if this attempt never ran: no attempt row, attempt count restored.
@@ -490,7 +499,7 @@ export interface EndedTaskRow {
  * unchanged. Each task's attempt row is written in the same (implicit) transaction, with `will_retry` set for
  * retries; the worker identity of the attempt is the one recorded at claim. A retry that would start at or after
  * `good_until` fails instead, and a task with a cancel request is cancelled rather than retried.
- * Fenced on worker and claim generation, so a replay or a finisher that lost its claim changes nothing; the rows
+ * Fenced on worker and claim token, so a replay or a finisher that lost its claim changes nothing; the rows
  * returned are the tasks this call changed. With `unlessCancelRequested` (a transactional finish), a task with a
  * cancel request is fenced out as well: a completion must not commit over a cancel.
  */
@@ -502,7 +511,7 @@ export const TaskFinishMany = statement<
   // A routine (routines/horsies_finish_tasks.sql) so that its plan is made once per connection: as a statement of its own, a batch
   // of one outcome was planned anew at every call (1.5 ms of planning for 0.7 ms of execution).
   `SELECT * FROM {{schema}}.horsies_finish_tasks($1::text[], $2::text[], $3::int[], $4::text[], $5::jsonb[],
-     $6::text[], $7::text[], $8::text[], $9::int[], $10::bool[], $11::bool, $12::bool)`,
+     $6::text[], $7::text[], $8::text[], $9::int[], $10::bool[], $11::bool, $12::bool, $13::uuid[])`,
   ({ tasks: given, unlessCancelRequested, notifyLater }) => {
     // Rows are locked in input order: in id order, as a workflow cancel locks them, so that the two never wait
     // on each other in a cycle.
@@ -510,7 +519,8 @@ export const TaskFinishMany = statement<
     return [
       tasks.map((t) => t.id),
       tasks.map((t) => t.workerId),
-      tasks.map((t) => t.generation),
+      // The generations are for the workers of 0.1, which pass no tokens.
+      null,
       tasks.map((t) => t.status),
       tasks.map((t) => t.result),
       tasks.map((t) => t.errorCode),
@@ -520,6 +530,7 @@ export const TaskFinishMany = statement<
       tasks.map((t) => t.crashed),
       unlessCancelRequested ?? false,
       notifyLater ?? false,
+      tasks.map((t) => t.token),
     ];
   },
 );

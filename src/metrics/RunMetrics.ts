@@ -14,8 +14,8 @@ interface Held {
   startedAt: number;
   /** The run's duration was observed (at its end, or at its written outcome when no end was reported). */
   timed: boolean;
-  /** The claim generation the run started under. */
-  generation: number;
+  /** The claim token the run started under. */
+  token: string;
   /**
    * An earlier run of the same task still held: a retry claimed again as soon as its outcome was committed can
    * start here before that outcome is settled, and the two runs must not share an entry.
@@ -36,7 +36,7 @@ export class RunMetrics {
       task: task.task_name,
       startedAt: performance.now(),
       timed: false,
-      generation: task.claim_generation,
+      token: task.claim_token,
       earlier: this.held.get(task.id) ?? null,
     });
     const waited = startedAt === null ? 0 : (startedAt.getTime() - task.enqueued_at.getTime()) / 1000;
@@ -50,7 +50,7 @@ export class RunMetrics {
 
   /** A run ended; its outcome is on its way to the database. */
   ran(finish: TaskFinish): void {
-    const held = this.find(finish.id, finish.generation);
+    const held = this.find(finish.id, finish.token);
     if (held) this.time(held);
   }
 
@@ -63,7 +63,7 @@ export class RunMetrics {
     for (const row of written) {
       const finish = asked === null ? finishes[0] : asked.get(row.id);
       if (!finish || finish.id !== row.id) continue;
-      const held = this.find(finish.id, finish.generation);
+      const held = this.find(finish.id, finish.token);
       if (!held) continue;
       this.time(held);
       switch (row.status) {
@@ -83,21 +83,21 @@ export class RunMetrics {
           break;
       }
     }
-    for (const finish of finishes) this.forget(finish.id, finish.generation);
+    for (const finish of finishes) this.forget(finish.id, finish.token);
   }
 
   // Runs are held by task id, each with the earlier runs of its task still held (rarely any): no key is built.
-  private find(id: string, generation: number): Held | null {
+  private find(id: string, token: string | null): Held | null {
     for (let held = this.held.get(id) ?? null; held !== null; held = held.earlier) {
-      if (held.generation === generation) return held;
+      if (held.token === token) return held;
     }
     return null;
   }
 
-  private forget(id: string, generation: number): void {
+  private forget(id: string, token: string | null): void {
     let later: Held | null = null;
     for (let held = this.held.get(id) ?? null; held !== null; later = held, held = held.earlier) {
-      if (held.generation !== generation) continue;
+      if (held.token !== token) continue;
       if (later) later.earlier = held.earlier;
       else if (held.earlier) this.held.set(id, held.earlier);
       else this.held.delete(id);

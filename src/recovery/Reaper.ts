@@ -141,7 +141,7 @@ export class Reaper implements MaintenanceService<ReaperResult> {
     return {
       id: row.id,
       workerId: row.claimed_by_worker_id,
-      generation: row.claim_generation,
+      token: row.claim_token,
       status: decision.retry ? 'RETRY' : 'FAILED',
       result: JSON.stringify({ err: { code: 'WORKER_CRASHED', message } }),
       errorCode: 'WORKER_CRASHED',

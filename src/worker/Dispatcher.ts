@@ -37,7 +37,7 @@ export interface DispatcherOptions {
 }
 
 /** What the dispatcher needs of the executor. */
-export type Launcher = Pick<Executor, 'launch'>;
+export type Launcher = Pick<Executor, 'launch' | 'stop'>;
 
 /** Points of the start queue a test can wait for (see TestSignal). */
 export interface DispatcherSignals {
@@ -65,6 +65,8 @@ export class Dispatcher {
   /** Claimed tasks a rate limiter deferred, by id: not offered to a start again before this time (ms). */
   private readonly notBefore = new Map<string, number>();
   private holdTimer: NodeJS.Timeout | null = null;
+  /** Claims put aside until the earlier run of their task has left this worker (see claimedAgain), by id. */
+  private readonly successors = new Map<string, { row: ClaimedTaskRow; start: TaskStartRow | undefined }>();
   readonly signals: DispatcherSignals = {
     holdNotArmed: new TestSignal(),
     capRetry: new TestSignal<number>(),
@@ -125,12 +127,12 @@ export class Dispatcher {
    * are RUNNING already), the others wait for a slot.
    */
   add(tasks: ClaimedTaskRow[], started?: StartedWithClaim): void {
-    const adopted = this.claimedAgain(tasks);
-    if (adopted.size > 0) tasks = tasks.filter((t) => !adopted.has(t.id));
+    const deferred = this.claimedAgain(tasks, started);
+    if (deferred.size > 0) tasks = tasks.filter((t) => !deferred.has(t.id));
     this.ledger.add(tasks);
     if (started) {
       this.ledger.unreserve(started.reserved);
-      const launching = started.tasks.filter((t) => !adopted.has(t.id));
+      const launching = started.tasks.filter((t) => !deferred.has(t.id));
       for (const task of launching) this.ledger.setPhase(task.id, 'starting');
       this.executor.launch(launching, started.rows);
       const launched = new Set(launching.map((t) => t.id));
@@ -143,42 +145,49 @@ export class Dispatcher {
 
   /**
    * Tasks this worker claimed although it holds them still. Most often the earlier hold is ending: its outcome (a
-   * retry) is written and about to be settled, or a claim not started was reaped; the new claim has a new
-   * generation and its entry replaces the old one (whose settling then leaves it alone, see
-   * {@link SlotLedger.releaseFinished}). With the same generation the server lost this worker's earlier claim or
-   * start (a crash undid its commit, which did not wait for the WAL flush) and the task was PENDING again with the
-   * generation it had before, so fencing cannot tell the two claims apart. A task that had not started yet is then
-   * taken over by the new claim; for one that is starting, running or being written, the run already going
-   * continues under the new claim (its heartbeats and outcome match the row when the claim started it, and are
-   * fenced out when it only claimed it: that run then stops, and the reaper hands the task back). Either way the
-   * worker never runs the same task twice at once. Returns the ids of that last kind, which the new claim must not
-   * start.
+   * retry) is written and about to be settled, or a claim not started was reaped; the new claim's entry replaces
+   * the old one (whose settling then leaves it alone: its token is not the new claim's, see
+   * {@link SlotLedger.releaseFinished}). When the earlier run has not ended (starting or running), the server lost
+   * its claim or start (a crash undid a commit that did not wait for the WAL flush, or the reaper wrote the run
+   * off) and the task was claimed again: that run is stopped, and everything it writes is fenced out by its token.
+   * So that the worker never runs a task twice at once, the new claim waits aside until the earlier run has left
+   * (see {@link released}). Returns the ids of the claims put aside.
    */
-  private claimedAgain(tasks: ClaimedTaskRow[]): Set<string> {
-    const adopted = new Set<string>();
+  private claimedAgain(tasks: ClaimedTaskRow[], started?: StartedWithClaim): Set<string> {
+    const deferred = new Set<string>();
     for (const row of tasks) {
       const held = this.ledger.get(row.id);
       if (!held) continue;
-      const undone = held.row.claim_generation === row.claim_generation;
-      if (undone) {
-        this.logger.warn(
-          { taskId: row.id, phase: held.phase, generation: row.claim_generation },
-          'claimed a task this worker already holds: the server lost the earlier claim or start',
-        );
-      }
       if (held.phase === 'claimed') {
         this.waiting = this.waiting.filter((t) => t.id !== row.id);
         this.notBefore.delete(row.id);
-      } else if (undone) {
-        adopted.add(row.id);
+      } else if (held.phase === 'starting' || held.phase === 'running') {
+        this.logger.warn(
+          { taskId: row.id, phase: held.phase },
+          "claimed a task whose run here has not ended: the server lost that run's claim or start; it is stopped",
+        );
+        const start = started?.tasks.includes(row) ? started.rows.find((r) => r.id === row.id) : undefined;
+        this.successors.set(row.id, { row, start });
+        this.executor.stop(row.id, 'lost');
+        deferred.add(row.id);
       }
     }
-    return adopted;
+    return deferred;
   }
 
   /** Tasks left the worker: a rate limiter's deferral of them is forgotten, and a soft cap may have room again. */
   released(ids: string[]): void {
-    for (const id of ids) this.notBefore.delete(id);
+    for (const id of ids) {
+      this.notBefore.delete(id);
+      // A claim put aside while this task's earlier run was ending (see claimedAgain) takes its place now.
+      const next = this.successors.get(id);
+      if (!next) continue;
+      this.successors.delete(id);
+      this.add(
+        [next.row],
+        next.start === undefined ? undefined : { tasks: [next.row], rows: [next.start], reserved: 0 },
+      );
+    }
     this.capRoomMayHaveOpened();
   }
 

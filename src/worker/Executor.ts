@@ -406,7 +406,7 @@ export class Executor {
 
   // What this run's owner writes (progress, steps) are fenced on: one place, for every such write.
   private fenceOf(task: ClaimedTaskRow): RunFence {
-    return { id: task.id, workerId: this.options.identity.workerId, generation: task.claim_generation };
+    return { id: task.id, workerId: this.options.identity.workerId, token: task.claim_token };
   }
 
   /**
@@ -441,8 +441,7 @@ export class Executor {
     retryPolicy: ResolvedRetryPolicy | null = null,
   ): TaskFinish {
     // A run stopped because its claim looked lost ended for the worker's sake, not the handler's: its attempt is
-    // a WORKER_FAILURE, as the reaper writes one. Fencing drops it, unless this worker claimed the task again with
-    // the same generation (a start undone by a server crash) and the run was adopted by that claim.
+    // a WORKER_FAILURE, as the reaper writes one. Fencing drops it: its claim token is no longer the row's.
     const crashed = stopReason === 'lost';
     const workerId = this.options.identity.workerId;
     if (stopReason === 'release') {
@@ -565,7 +564,7 @@ function finishOf(
   return {
     id: task.id,
     workerId,
-    generation: task.claim_generation,
+    token: task.claim_token,
     status,
     result,
     errorCode,

@@ -206,6 +206,7 @@ export class Handoff {
       priority: handed.priority,
       kwargs: handed.kwargs,
       claim_generation: handed.claim_generation,
+      claim_token: handed.claim_token,
       retry_count: handed.retry_count,
       max_retries: handed.max_retries,
       attempt: handed.attempt,

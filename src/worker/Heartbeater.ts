@@ -1,7 +1,7 @@
 /**
  * Heartbeats for the tasks a worker holds, one statement per role for all of them: claimer heartbeats for
  * CLAIMED tasks (which also renew their claim lease) every `claimerIntervalMs`, runner heartbeats for RUNNING
- * tasks every `runnerIntervalMs`. Each beat is fenced on the claim generation; a task missing from the answer
+ * tasks every `runnerIntervalMs`. Each beat is fenced on the claim token; a task missing from the answer
  * was lost (reclaimed, cancelled before start, finished by the reaper), and the worker is told.
  */
 import type { Database } from '../db/Database.js';

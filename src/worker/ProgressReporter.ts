@@ -34,7 +34,8 @@ export class ProgressTooLargeError extends HorsiesError {
 export interface ProgressTarget {
   id: string;
   workerId: string;
-  generation: number;
+  /** The claim token the run holds. */
+  token: string;
 }
 
 /** Throttled progress of one run. */
@@ -97,12 +98,12 @@ export class ProgressReporter {
     if (value === null) return;
     this.pending = null;
     this.lastWriteAt = performance.now();
-    const { id, workerId, generation } = this.target;
+    const { id, workerId, token } = this.target;
     this.writing = this.db
       .run(TaskProgressSet, {
         id,
         workerId,
-        generation,
+        token,
         value,
         channel: channels.taskProgress(this.db.schema),
       })

@@ -212,10 +212,8 @@ export class SlotLedger extends EventEmitter<LedgerEvents> {
    * Forgets tasks whose outcome was settled (written or lost), unless the worker claimed the task again meanwhile (a
    * retry claimed before its outcome was settled here): that newer claim keeps its entry.
    */
-  releaseFinished(finishes: OwnedTask[]): void {
-    this.release(
-      finishes.filter((f) => this.held.get(f.id)?.row.claim_generation === f.generation).map((f) => f.id),
-    );
+  releaseFinished(finishes: readonly { id: string; token: string | null }[]): void {
+    this.release(finishes.filter((f) => this.held.get(f.id)?.row.claim_token === f.token).map((f) => f.id));
   }
 
   /** Ids of the tasks held. */
@@ -234,7 +232,7 @@ export class SlotLedger extends EventEmitter<LedgerEvents> {
     const phases: Phase[] = role === 'claimer' ? ['claimed', 'starting'] : ['running', 'finishing'];
     return [...this.held.values()]
       .filter((h) => phases.includes(h.phase))
-      .map((h) => ({ id: h.row.id, generation: h.row.claim_generation }));
+      .map((h) => ({ id: h.row.id, token: h.row.claim_token }));
   }
 
   /** Held tasks per task name, of the given phases. */

@@ -2,7 +2,7 @@
  * The transactional finish (`ctx.transaction(fn)`): a handler's writes and its task's completion in one
  * transaction. `fn` runs on a connection inside `BEGIN`; when it returns a value, the task's COMPLETED row and
  * attempt row are written on the same connection by the completer's own statement, fenced on this run's worker,
- * claim generation and the absence of a cancel request; then everything commits. Either all of it is durable or
+ * claim token and the absence of a cancel request; then everything commits. Either all of it is durable or
  * none of it, so a handler whose effects are rows in this database has them exactly once per completed task.
  *
  * One run's transaction, as a state machine:
@@ -252,7 +252,7 @@ export class TransactionalRun {
     return {
       id: this.task.id,
       workerId: this.owner.workerId,
-      generation: this.task.claim_generation,
+      token: this.task.claim_token,
       status: 'COMPLETED',
       result: okEnvelope(toCanonicalJson(value === undefined ? null : value, 'result')),
       errorCode: null,

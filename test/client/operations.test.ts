@@ -233,7 +233,7 @@ describe('cancel', () => {
     expect(r.finished_at).toBeInstanceOf(Date);
     const started = await app.db.run(TaskStartMany, {
       workerId: 'w-cancel',
-      tasks: [{ id: handle.id, generation: claim!.claim_generation }],
+      tasks: [{ id: handle.id, token: claim!.claim_token }],
     });
     expect(started).toEqual([]);
     expect((await row(handle.id)).status).toBe('CANCELLED');

@@ -71,7 +71,7 @@ async function behindHolder<R>(
         TaskStartMany,
         {
           workerId: worker.workerId,
-          tasks: claimed.map((c) => ({ id: c.id, generation: c.claim_generation })),
+          tasks: claimed.map((c) => ({ id: c.id, token: c.claim_token })),
         },
         holder,
       );
@@ -113,7 +113,7 @@ describe('capped claims in one statement', () => {
       // The two tasks the holder did not lock, claimed without the cap (as a soft mode's buffer allows).
       const mine = await app.db.run(TaskClaim, { ...claim, limit: 4 });
       expect(mine).toHaveLength(2);
-      const tasks = mine.map((c) => ({ id: c.id, generation: c.claim_generation }));
+      const tasks = mine.map((c) => ({ id: c.id, token: c.claim_token }));
       return app.db.run(TaskStartWithinCap, { workerId: worker.workerId, tasks, queue: 'room_soft', cap });
     });
     expect(got).toEqual([expect.objectContaining({ room: 0, id: null })]);
@@ -123,7 +123,7 @@ describe('capped claims in one statement', () => {
   it('start the first tasks up to the room, and say the room when none started', async () => {
     const { app, cap, claim } = await cappedQueue('room_first', 3);
     const claimed = inClaimOrder(await app.db.run(TaskClaim, { ...claim, limit: 3 }));
-    const tasks = claimed.map((c) => ({ id: c.id, generation: c.claim_generation }));
+    const tasks = claimed.map((c) => ({ id: c.id, token: c.claim_token }));
     const start = { workerId: worker.workerId, queue: 'room_first', cap };
     const first = await app.db.run(TaskStartWithinCap, { ...start, tasks });
     expect(first.map((r) => [r.room, r.id, r.status])).toEqual(

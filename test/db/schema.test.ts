@@ -41,6 +41,7 @@ describe('schema after a fresh migrate', () => {
       claimed: 'boolean',
       claimed_by_worker_id: 'character varying',
       claim_generation: 'integer',
+      claim_token: 'uuid',
       claim_expires_at: tz,
       good_until: tz,
       attempt: 'integer',

@@ -2,6 +2,7 @@
  * `ctx.progress()`: a handler's progress, written throttled and fenced, readable by getTask, the CLI and the
  * dashboard, and announced on `task_progress`.
  */
+import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { channels } from '../../src/db/Listener.js';
@@ -127,24 +128,24 @@ describe('ctx.progress', () => {
     try {
       const handle = await task.send({});
       await started;
-      const [row] = await t.query<{ claimed_by_worker_id: string; claim_generation: number }>(
-        'SELECT claimed_by_worker_id, claim_generation FROM {{schema}}.horsies_tasks WHERE id = $1',
+      const [row] = await t.query<{ claimed_by_worker_id: string; claim_token: string }>(
+        'SELECT claimed_by_worker_id, claim_token FROM {{schema}}.horsies_tasks WHERE id = $1',
         [handle.id],
       );
-      const write = (workerId: string, generation: number) =>
+      const write = (workerId: string, token: string) =>
         app.db.run(TaskProgressSet, {
           id: handle.id,
           workerId,
-          generation,
+          token,
           value: '"late"',
           channel: channels.taskProgress(t.schema),
         });
-      expect(await write(row!.claimed_by_worker_id, row!.claim_generation - 1)).toEqual([]);
-      expect(await write('another-worker', row!.claim_generation)).toEqual([]);
+      expect(await write(row!.claimed_by_worker_id, randomUUID())).toEqual([]);
+      expect(await write('another-worker', row!.claim_token)).toEqual([]);
       expect((await app.getTask(handle.id))?.progress).toBeNull();
       hold.open();
       await handle.result({ timeoutMs: 10_000 });
-      expect(await write(row!.claimed_by_worker_id, row!.claim_generation)).toEqual([]);
+      expect(await write(row!.claimed_by_worker_id, row!.claim_token)).toEqual([]);
       expect((await app.getTask(handle.id))?.progress).toBeNull();
     } finally {
       hold.open();

@@ -17,6 +17,7 @@ function claimed(generation: number): ClaimedTaskRow {
     priority: 100,
     kwargs: {},
     claim_generation: generation,
+    claim_token: `token-${generation}`,
     retry_count: generation - 1,
     max_retries: 1,
     attempt: generation,
@@ -32,7 +33,7 @@ function finish(generation: number, status: TaskFinish['status']): TaskFinish {
   return {
     id: 'task-1',
     workerId: 'w',
-    generation,
+    token: `token-${generation}`,
     status,
     result: '{"err":{"code":"FLAKY","message":"no"}}',
     errorCode: 'FLAKY',

@@ -52,7 +52,7 @@ export async function insertTasks(t: TestSchema, spec: TaskSpec): Promise<string
   const rows = await t.query<{ id: string }>(
     `INSERT INTO {{schema}}.horsies_tasks
        (id, task_name, queue_name, status, sent_at, enqueued_at, claimed, claimed_by_worker_id, claimed_at,
-        claim_generation, started_at, completed_at, failed_at, finished_at, error_code, result, attempt,
+        claim_generation, claim_token, started_at, completed_at, failed_at, finished_at, error_code, result, attempt,
         retention_ms, purge_after, good_until)
      SELECT gen_random_uuid()::text, $1::text, $2::text, $3::text,
             COALESCE(now() - $4::bigint * interval '1 millisecond', COALESCE(f.fin, now()) - interval '1 second'),
@@ -61,6 +61,7 @@ export async function insertTasks(t: TestSchema, spec: TaskSpec): Promise<string
             CASE WHEN $5::boolean THEN 'w-test' END,
             CASE WHEN $5::boolean THEN now() END,
             CASE WHEN $5::boolean THEN 1 ELSE 0 END,
+            CASE WHEN $5::boolean THEN gen_random_uuid() END,
             CASE WHEN $3::text = 'RUNNING' THEN now() END,
             CASE WHEN $3::text = 'COMPLETED' THEN f.fin END,
             CASE WHEN $3::text = 'FAILED' THEN f.fin END,

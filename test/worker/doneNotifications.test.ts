@@ -57,7 +57,7 @@ describe('task_done', () => {
     const finish = (id: string): TaskFinish => ({
       id,
       workerId: 'w-done',
-      generation: claimed.find((c) => c.id === id)!.claim_generation,
+      token: claimed.find((c) => c.id === id)!.claim_token,
       status: 'COMPLETED',
       result: '{"ok":null}',
       errorCode: null,

@@ -140,7 +140,7 @@ describe('rate limits', () => {
     const [started] = await app.db.run(TaskStartLimited, {
       limiters,
       workerId: 'w-rc',
-      tasks: [{ id: held.id, generation: held.claim_generation, workflow: false }],
+      tasks: [{ id: held.id, token: held.claim_token, workflow: false }],
       waitForFlush: true,
     });
     expect(started).toMatchObject({ id: held.id, status: 'RUNNING' });

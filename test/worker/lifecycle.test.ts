@@ -2,7 +2,7 @@
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { TaskClaim, TaskClaimAndStart, TaskFinishMany, TaskStartMany } from '../../src/db/tasks.js';
-import type { TaskFinish, WorkerIdentity } from '../../src/db/tasks.js';
+import type { ClaimAndStartRow, TaskFinish, WorkerIdentity } from '../../src/db/tasks.js';
 import { TaskError } from '../../src/errors.js';
 import { eventually, useTestSchema, waitForEvent, trackStarts } from '../support/db.js';
 import { createWorker } from '../../src/worker/Worker.js';
@@ -17,6 +17,7 @@ const identity = (workerId: string): WorkerIdentity => ({
 });
 
 interface Row {
+  id: string;
   status: string;
   claimed: boolean;
   claimed_at: Date | null;
@@ -28,6 +29,7 @@ interface Row {
   sent_at: Date;
   claimed_by_worker_id: string | null;
   claim_generation: number;
+  claim_token: string | null;
   error_code: string | null;
   result: unknown;
   attempt: number;
@@ -44,12 +46,12 @@ async function row(id: string): Promise<Row> {
   return r;
 }
 
-/** A COMPLETED outcome with `result` (JSON text), as the worker `workerId` holding `generation` writes it. */
-function completion(id: string, workerId: string, generation: number, result: string): TaskFinish {
+/** A COMPLETED outcome with `result` (JSON text), as the worker `workerId` holding claim `token` writes it. */
+function completion(id: string, workerId: string, token: string, result: string): TaskFinish {
   return {
     id,
     workerId,
-    generation,
+    token,
     status: 'COMPLETED',
     result,
     errorCode: null,
@@ -366,7 +368,7 @@ describe('scheduling and deadlines', () => {
     );
     const started = await app.db.run(TaskStartMany, {
       workerId: 'w-soon',
-      tasks: [{ id: handle.id, generation: claimed!.claim_generation }],
+      tasks: [{ id: handle.id, token: claimed!.claim_token }],
     });
     expect(started).toEqual([expect.objectContaining({ id: handle.id, status: 'EXPIRED' })]);
     const r = await row(handle.id);
@@ -439,7 +441,7 @@ describe('scheduling and deadlines', () => {
     // The ones only claimed start later, as any claimed task does.
     const later = await app.db.run(TaskStartMany, {
       workerId: 'w-step',
-      tasks: handles.slice(2).map((h) => ({ id: h.id, generation: 1 })),
+      tasks: stored.slice(2).map((r) => ({ id: r.id, token: r.claim_token! })),
     });
     expect(later.map((r) => r.status)).toEqual(['RUNNING', 'RUNNING', 'RUNNING']);
     // A worker that claims with no free slot only claims.
@@ -479,12 +481,13 @@ describe('scheduling and deadlines', () => {
     );
     const [second] = await claimAndStart();
     expect(second).toMatchObject({ status: 'RUNNING', attempt: 2, claim_generation: 2 });
-    const finish = (generation: number) =>
+    expect(second!.claim_token).not.toBe(first!.claim_token);
+    const finish = (claim: ClaimAndStartRow) =>
       app.db.run(TaskFinishMany, {
-        tasks: [completion(handle.id, 'w-1', generation, `{"ok":${generation}}`)],
+        tasks: [completion(handle.id, 'w-1', claim.claim_token, `{"ok":${claim.claim_generation}}`)],
       });
-    expect(await finish(1)).toHaveLength(0);
-    expect(await finish(2)).toHaveLength(1);
+    expect(await finish(first!)).toHaveLength(0);
+    expect(await finish(second!)).toHaveLength(1);
     expect((await row(handle.id)).result).toEqual({ ok: 2 });
     expect((await attempts(handle.id)).map((a) => a.attempt)).toEqual([2]);
   });
@@ -536,23 +539,23 @@ describe('fencing', () => {
 
     const staleStart = await app.db.run(TaskStartMany, {
       workerId: 'w-1',
-      tasks: [{ id: handle.id, generation: first!.claim_generation }],
+      tasks: [{ id: handle.id, token: first!.claim_token }],
     });
     expect(staleStart).toHaveLength(0);
     const start = await app.db.run(TaskStartMany, {
       workerId: 'w-1',
-      tasks: [{ id: handle.id, generation: second!.claim_generation }],
+      tasks: [{ id: handle.id, token: second!.claim_token }],
     });
     expect(start[0]?.status).toBe('RUNNING');
 
-    const finish = (generation: number) =>
-      app.db.run(TaskFinishMany, { tasks: [completion(handle.id, 'w-1', generation, '{"ok":"late"}')] });
-    expect(await finish(first!.claim_generation)).toHaveLength(0);
+    const finish = (token: string) =>
+      app.db.run(TaskFinishMany, { tasks: [completion(handle.id, 'w-1', token, '{"ok":"late"}')] });
+    expect(await finish(first!.claim_token)).toHaveLength(0);
     expect((await row(handle.id)).status).toBe('RUNNING');
     expect(await attempts(handle.id)).toHaveLength(0);
-    expect(await finish(second!.claim_generation)).toHaveLength(1);
+    expect(await finish(second!.claim_token)).toHaveLength(1);
     // A replay of the same finish changes nothing and adds no second attempt row.
-    expect(await finish(second!.claim_generation)).toHaveLength(0);
+    expect(await finish(second!.claim_token)).toHaveLength(0);
     expect(await attempts(handle.id)).toHaveLength(1);
     expect((await row(handle.id)).result).toEqual({ ok: 'late' });
   });

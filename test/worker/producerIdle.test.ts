@@ -42,6 +42,7 @@ function build(app: ReturnType<typeof t.app>, queues: string[], queueCaps: Map<s
     launch(tasks: ClaimedTaskRow[]) {
       launched.push(...tasks);
     },
+    stop: () => false,
   };
   const caps = new CapGuard(app.db, { clusterWideCap: null, mode: 'hard', prefetchBuffer: 0, queueCaps });
   const flow = new FlowGuard(

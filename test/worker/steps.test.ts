@@ -3,6 +3,7 @@
  * steps 4 and 5 only (each step's body counted in `step_runs`); a stale run's step write is refused by the fence;
  * steps are listed by `getTask` and the dashboard's task page, and go with their task.
  */
+import { randomUUID } from 'node:crypto';
 import { afterAll, describe, expect, it } from 'vitest';
 import { StepJournal } from '../../src/worker/StepJournal.js';
 import { createWorker } from '../../src/worker/Worker.js';
@@ -84,17 +85,17 @@ describe('ctx.step', () => {
 
   it("refuses a stale run's write by the fence; a later run gets the stored result without running", async () => {
     const id = await insertTask({ taskName: 'steps.fenced', status: 'RUNNING' });
-    const [row] = await t.query<{ claimed_by_worker_id: string; claim_generation: number }>(
-      'SELECT claimed_by_worker_id, claim_generation FROM {{schema}}.horsies_tasks WHERE id = $1',
+    const [row] = await t.query<{ claimed_by_worker_id: string; claim_token: string }>(
+      'SELECT claimed_by_worker_id, claim_token FROM {{schema}}.horsies_tasks WHERE id = $1',
       [id],
     );
-    const owner = { id, workerId: row!.claimed_by_worker_id, generation: row!.claim_generation };
+    const owner = { id, workerId: row!.claimed_by_worker_id, token: row!.claim_token };
     let ran = 0;
     const body = async () => {
       ran += 1;
       return { n: ran };
     };
-    const stale = new StepJournal(fixture.app.db, { ...owner, generation: owner.generation - 1 });
+    const stale = new StepJournal(fixture.app.db, { ...owner, token: randomUUID() });
     await expect(stale.run('charge', body)).rejects.toMatchObject({ code: 'TASK_CLAIM_LOST' });
     const elsewhere = new StepJournal(fixture.app.db, { ...owner, workerId: 'another-worker' });
     await expect(elsewhere.run('charge', body)).rejects.toMatchObject({ code: 'TASK_CLAIM_LOST' });

@@ -165,7 +165,7 @@ describe('pause and resume', () => {
     // The claimed one is handed back at its start, before any code runs, and given back by the next step.
     const started = await app.db.run(TaskStartMany, {
       workerId: fakeWorker.workerId,
-      tasks: [{ id: claimedNow, generation: claim!.claim_generation, workflow: true }],
+      tasks: [{ id: claimedNow, token: claim!.claim_token, workflow: true }],
     });
     expect(started).toEqual([expect.objectContaining({ id: claimedNow, status: 'STOPPED' })]);
     expect(await taskRow(claimedNow)).toMatchObject({ status: 'PENDING', attempt: 0, claimed: false });
@@ -404,7 +404,7 @@ describe('cancel', () => {
     });
     await app.db.run(TaskStartMany, {
       workerId: fakeWorker.workerId,
-      tasks: [{ id: claim!.id, generation: claim!.claim_generation, workflow: true }],
+      tasks: [{ id: claim!.id, token: claim!.claim_token, workflow: true }],
     });
     expect(await handle.cancel()).toMatchObject({ status: 'CANCELLED', tasksCancelled: 0, tasksStopping: 1 });
     expect(await nodeStatuses(handle)).toEqual({ late: 'RUNNING', after: 'SKIPPED' });
@@ -413,7 +413,7 @@ describe('cancel', () => {
         {
           id: claim!.id,
           workerId: fakeWorker.workerId,
-          generation: claim!.claim_generation,
+          token: claim!.claim_token,
           status: 'COMPLETED',
           result: JSON.stringify({ ok: 9 }),
           errorCode: null,

@@ -8,7 +8,7 @@
 --   each its share, and interleave them (every group's first task, then every second...). Tasks without a group are
 --   one more turn at the end, from the front of the queue (its first 500 PENDING tasks).
 CREATE OR REPLACE FUNCTION {{schema}}.horsies_claim_limited(p_queue text, p_task_names text[], p_limit integer, p_lease_ms integer, p_worker_id text, p_hostname text, p_pid integer, p_process_name text, p_keys text[], p_max integer[], p_interval_ms integer[], p_group_limit integer, p_start integer, p_wait_for_flush boolean)
- RETURNS TABLE(id character varying, task_name character varying, queue_name character varying, priority integer, kwargs jsonb, claim_generation integer, retry_count integer, max_retries integer, attempt integer, enqueued_at timestamp with time zone, workflow_id character varying, workflow_node integer, workflow_node_id character varying, trace_context jsonb, status character varying, started_at timestamp with time zone)
+ RETURNS TABLE(id character varying, task_name character varying, queue_name character varying, priority integer, kwargs jsonb, claim_generation integer, retry_count integer, max_retries integer, attempt integer, enqueued_at timestamp with time zone, workflow_id character varying, workflow_node integer, workflow_node_id character varying, trace_context jsonb, status character varying, started_at timestamp with time zone, claim_token uuid)
  LANGUAGE plpgsql
 AS $function$
 #variable_conflict use_column

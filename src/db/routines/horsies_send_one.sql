@@ -9,6 +9,7 @@ AS $function$
 DECLARE
   v_enqueued timestamptz := COALESCE(p_run_at, now() + p_delay_ms * interval '1 millisecond');
   v_payload text;
+  v_token uuid;
   s record;
 BEGIN
   IF p_handoff AND p_group_key IS NULL AND v_enqueued <= now() AND (p_good_until IS NULL OR p_good_until > now())
@@ -28,18 +29,20 @@ BEGIN
         DELETE FROM {{schema}}.horsies_idle_slots i WHERE i.queue_name = s.queue_name AND i.worker_id = s.worker_id;
         CONTINUE;
       END IF;
+      v_token := gen_random_uuid();
       v_payload := json_build_object(
         'id', p_id, 'task_name', p_task_name, 'queue_name', p_queue, 'priority', p_priority, 'kwargs', p_kwargs,
-        'claim_generation', 1, 'retry_count', 0, 'max_retries', p_max_retries, 'attempt', 1,
-        'enqueued_at', v_enqueued, 'trace_context', p_trace_context, 'started_at', now(), 'token', s.token)::text;
+        'claim_generation', 1, 'claim_token', v_token, 'retry_count', 0, 'max_retries', p_max_retries,
+        'attempt', 1, 'enqueued_at', v_enqueued, 'trace_context', p_trace_context, 'started_at', now(),
+        'token', s.token)::text;
       EXIT WHEN octet_length(v_payload) > 7900;
       INSERT INTO {{schema}}.horsies_tasks
         (id, task_name, queue_name, priority, kwargs, status, sent_at, enqueued_at, good_until, max_retries,
          retention_ms, task_options, trace_context, claimed, claimed_at, claimed_by_worker_id, claim_generation,
-         claim_expires_at, started_at, attempt, worker_hostname, worker_pid, worker_process_name)
+         claim_token, claim_expires_at, started_at, attempt, worker_hostname, worker_pid, worker_process_name)
       VALUES (p_id, p_task_name, p_queue, p_priority, p_kwargs, 'RUNNING', COALESCE(p_sent_at, now()), v_enqueued,
               p_good_until, p_max_retries, p_retention_ms, p_task_options, p_trace_context, true, now(), s.worker_id,
-              1, now() + s.lease_ms * interval '1 millisecond', now(), 1, s.worker_hostname, s.worker_pid,
+              1, v_token, now() + s.lease_ms * interval '1 millisecond', now(), 1, s.worker_hostname, s.worker_pid,
               s.worker_process_name);
       UPDATE {{schema}}.horsies_idle_slots i SET free = i.free - 1, handed = i.handed || p_id
       WHERE i.queue_name = s.queue_name AND i.worker_id = s.worker_id;

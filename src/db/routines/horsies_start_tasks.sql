@@ -1,8 +1,9 @@
--- CLAIMED -> RUNNING for tasks a worker claimed ahead of its free slots (prefetch), each fenced on its claim
--- generation; a task whose good_until passed is EXPIRED instead, and a task whose workflow was paused meanwhile is
--- handed back (PENDING, returned as STOPPED) before any user code runs. Rows are found by primary key, never through
--- the in-flight index. Unless p_wait_for_flush, it commits without waiting for the WAL flush (what that risks, and
--- why it is safe: horsies_claim_and_start.sql).
+-- CLAIMED -> RUNNING for tasks a worker claimed ahead of its free slots (prefetch), each fenced on its claim token
+-- ('id:token' in p_id_generations; the workers of 0.1 send 'id:generation', matched as well until they are gone); a
+-- task whose good_until passed is EXPIRED instead, and a task whose workflow was paused meanwhile is handed back
+-- (PENDING, returned as STOPPED) before any user code runs. Rows are found by primary key, never through the
+-- in-flight index. Unless p_wait_for_flush, it commits without waiting for the WAL flush (what that risks, and why
+-- it is safe: horsies_claim_and_start.sql).
 CREATE OR REPLACE FUNCTION {{schema}}.horsies_start_tasks(p_worker_id text, p_ids text[], p_id_generations text[], p_wait_for_flush boolean, p_workflow_ids text[])
  RETURNS TABLE(id character varying, status character varying, attempt integer, started_at timestamp with time zone)
  LANGUAGE plpgsql
@@ -24,7 +25,8 @@ BEGIN
     SET status = 'PENDING', claimed = false, claimed_at = NULL, claimed_by_worker_id = NULL,
         claim_expires_at = NULL, updated_at = now()
     WHERE t.id = ANY (p_workflow_ids)
-      AND (t.id || ':' || t.claim_generation) = ANY (p_id_generations)
+      AND ((t.id || ':' || t.claim_token) = ANY (p_id_generations)
+           OR (t.id || ':' || t.claim_generation) = ANY (p_id_generations))
       AND t.status || '' = 'CLAIMED' AND t.claimed_by_worker_id || '' = p_worker_id
       AND t.workflow_id = ANY (ARRAY(SELECT w.id FROM {{schema}}.horsies_workflows w WHERE w.status = 'PAUSED'))
     RETURNING t.id, 'STOPPED'::varchar, t.attempt, NULL::timestamptz;
@@ -43,7 +45,8 @@ BEGIN
                  'code', 'TASK_EXPIRED', 'message', 'good_until passed before the task started')) END,
       updated_at = now()
   WHERE t.id = ANY (p_ids)
-    AND (t.id || ':' || t.claim_generation) = ANY (p_id_generations)
+    AND ((t.id || ':' || t.claim_token) = ANY (p_id_generations)
+         OR (t.id || ':' || t.claim_generation) = ANY (p_id_generations))
     -- Not indexable on purpose (|| ''): the rows must be found by primary key, not through the in-flight index.
     AND t.status || '' = 'CLAIMED' AND t.claimed_by_worker_id || '' = p_worker_id
   RETURNING t.id, t.status, t.attempt, t.started_at;

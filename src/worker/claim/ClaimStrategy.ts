@@ -74,7 +74,7 @@ export async function giveBackClaimed(
   if (tasks.length === 0) return;
   await db.run(TaskReleaseClaimed, {
     workerId,
-    tasks: tasks.map((t) => ({ id: t.id, generation: t.claim_generation })),
+    tasks: tasks.map((t) => ({ id: t.id, token: t.claim_token })),
   });
 }
 
