@@ -89,7 +89,13 @@ export type { ScheduleInfo } from './scheduler/operations.js';
 export { createDashboard } from './dashboard/Dashboard.js';
 export type { Dashboard, DashboardOptions, DashboardSource } from './dashboard/Dashboard.js';
 export type { WorkerEvents, WorkerHost } from './worker/Worker.js';
-export type { WorkerConfig } from './worker/config.js';
+export type {
+  WorkerClaimsConfig,
+  WorkerConfig,
+  WorkerOutcomesConfig,
+  WorkerPrefetchConfig,
+  WorkerShutdownConfig,
+} from './worker/config.js';
 export {
   BUILTIN_ERROR_CODES,
   ConfigError,

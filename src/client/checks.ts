@@ -49,7 +49,7 @@ export interface CheckedApp {
 
 /** Settings of the static checks. */
 export interface StaticCheckOptions {
-  /** How long a worker lets running tasks finish at shutdown (its `drainTimeoutMs`). Default 30,000 ms. */
+  /** How long a worker lets running tasks finish at shutdown (its `shutdown.drainTimeoutMs`). Default 30,000 ms. */
   drainTimeoutMs?: number;
   /** Check that a database is configured. Default true (a worker that got this far has one). */
   database?: boolean;

@@ -97,7 +97,13 @@ describe('at run time, undefined is a key left out', () => {
     expect(spelled.policies).toEqual(plain.policies);
 
     const { identity: _a, ...workerDefaults } = createWorker(base, {}).config;
-    const { identity: _b, ...workerSpelled } = createWorker(app, undefinedFor('WorkerConfig')).config;
+    const { identity: _b, ...workerSpelled } = createWorker(app, {
+      ...undefinedFor('WorkerConfig'),
+      prefetch: undefinedFor('WorkerPrefetchConfig'),
+      claims: undefinedFor('WorkerClaimsConfig'),
+      outcomes: undefinedFor('WorkerOutcomesConfig'),
+      shutdown: undefinedFor('WorkerShutdownConfig'),
+    }).config;
     expect(workerSpelled).toEqual(workerDefaults);
 
     const dashboard = createDashboard(app, undefinedFor('DashboardOptions'));

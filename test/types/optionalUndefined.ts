@@ -34,7 +34,11 @@ import type {
   TaskFilter,
   TaskHandle,
   TransactionOptions,
+  WorkerClaimsConfig,
   WorkerConfig,
+  WorkerOutcomesConfig,
+  WorkerPrefetchConfig,
+  WorkerShutdownConfig,
   WorkflowBuilder,
   WorkflowFilter,
   WorkflowHandle,
@@ -69,6 +73,10 @@ export interface PublicOptions {
   DedupeOptions: DedupeOptions;
   DebounceOptions: DebounceOptions;
   WorkerConfig: WorkerConfig;
+  WorkerPrefetchConfig: WorkerPrefetchConfig;
+  WorkerClaimsConfig: WorkerClaimsConfig;
+  WorkerOutcomesConfig: WorkerOutcomesConfig;
+  WorkerShutdownConfig: WorkerShutdownConfig;
   DashboardOptions: DashboardOptions;
   MetricsServerOptions: MetricsServerOptions;
   EmbeddedServerOptions: EmbeddedServerOptions;
@@ -108,6 +116,10 @@ export type Checked = [
   None<RefusesUndefined<PublicOptions['DedupeOptions']>>,
   None<RefusesUndefined<PublicOptions['DebounceOptions']>>,
   None<RefusesUndefined<PublicOptions['WorkerConfig']>>,
+  None<RefusesUndefined<PublicOptions['WorkerPrefetchConfig']>>,
+  None<RefusesUndefined<PublicOptions['WorkerClaimsConfig']>>,
+  None<RefusesUndefined<PublicOptions['WorkerOutcomesConfig']>>,
+  None<RefusesUndefined<PublicOptions['WorkerShutdownConfig']>>,
   None<RefusesUndefined<PublicOptions['DashboardOptions']>>,
   None<RefusesUndefined<PublicOptions['MetricsServerOptions']>>,
   None<RefusesUndefined<PublicOptions['EmbeddedServerOptions']>>,
