@@ -23,7 +23,9 @@ const ROUNDS = Number(process.env.ROUNDS ?? 3);
 const TASKS = Number(process.env.TASKS ?? 5_000);
 const SCHEMA = 'bench_tx';
 const CONFIG: WorkerConfig =
-  process.env.PREFETCH === '1' ? { concurrency: 10, prefetch: 490, maxClaimBatch: 500 } : { concurrency: 10 };
+  process.env.PREFETCH === '1'
+    ? { concurrency: 10, prefetch: { size: 490 }, claims: { batchSize: 500 } }
+    : { concurrency: 10 };
 
 type Variant = 'noop' | 'insert' | 'transactional';
 const VARIANTS: Variant[] = ['noop', 'insert', 'transactional'];

@@ -11,7 +11,7 @@
  *   d. 1,000 workflows of 10 nodes (1 root, 8 parallel, 1 join), started before the worker (workflows/s).
  *
  * a, b and d run once more with prefetch 490 (claims of up to 500). COMPLETION_DELAY_MS sets the workers'
- * `completionDelayMs`. Figures are medians of the rounds with the lowest and highest in brackets. Then, for b, c
+ * `outcomes.delayMs`. Figures are medians of the rounds with the lowest and highest in brackets. Then, for b, c
  * and d of the last round, each workflow statement's calls and time per call as the worker saw it (its lock waits
  * included).
  *
@@ -38,7 +38,7 @@ const CHAIN = Number(process.env.CHAIN ?? 500);
 const SMALL_WORKFLOWS = Number(process.env.SMALL ?? 1_000);
 const LATENCY_SENDS = Number(process.env.LATENCY_SENDS ?? 300);
 const SCHEMA = 'bench_workflows';
-const PREFETCH: WorkerConfig = { prefetch: 490, maxClaimBatch: 500 };
+const PREFETCH: WorkerConfig = { prefetch: { size: 490 }, claims: { batchSize: 500 } };
 
 interface Timing {
   calls: number;
@@ -118,7 +118,7 @@ async function withWorker<T>(
     snapshotIntervalMs: 0,
     maintenance: false,
     ...(process.env.COMPLETION_DELAY_MS
-      ? { completionDelayMs: Number(process.env.COMPLETION_DELAY_MS) }
+      ? { outcomes: { delayMs: Number(process.env.COMPLETION_DELAY_MS) } }
       : {}),
     ...config,
   });

@@ -167,11 +167,15 @@ async function profile(databaseUrl: string, throughput: 'high' | 'default'): Pro
 
   const worker = createWorker(app, {
     concurrency: CONCURRENCY,
-    prefetch: PREFETCH,
+    prefetch: {
+      size: PREFETCH,
+      startAhead: START_PREFETCHED,
+      windowMs: process.env.PREFETCH_WINDOW_MS ? Number(process.env.PREFETCH_WINDOW_MS) : undefined,
+    },
+    outcomes: {
+      delayMs: process.env.COMPLETION_DELAY_MS ? Number(process.env.COMPLETION_DELAY_MS) : undefined,
+    },
     throughput,
-    startPrefetched: START_PREFETCHED,
-    prefetchWindowMs: process.env.PREFETCH_WINDOW_MS ? Number(process.env.PREFETCH_WINDOW_MS) : undefined,
-    completionDelayMs: process.env.COMPLETION_DELAY_MS ? Number(process.env.COMPLETION_DELAY_MS) : undefined,
     snapshotIntervalMs: 0,
     // The leader's maintenance runs, as in an application: its vacuum check is part of a long drain's cost.
     maintenance: process.env.MAINTENANCE !== '0',

@@ -36,7 +36,7 @@ const TABLES = ['horsies_tasks', 'horsies_task_attempts'] as const;
 
 const VARIANTS: { name: string; worker: WorkerConfig }[] = [
   { name: 'default', worker: { concurrency: 10 } },
-  { name: 'prefetch 490', worker: { concurrency: 10, prefetch: 490, maxClaimBatch: 500 } },
+  { name: 'prefetch 490', worker: { concurrency: 10, prefetch: { size: 490 }, claims: { batchSize: 500 } } },
 ];
 
 interface TableStats {

@@ -129,7 +129,7 @@ describe('at a worker start', () => {
     const logger = pino({ level: 'warn' }, { write: (line: string) => void lines.push(line) });
     const app = t.app({ logger });
     app.task({ name: 'w.slow', input: z.object({}), timeoutMs: 60_000, handler: () => null });
-    const worker = createWorker(app, { drainTimeoutMs: 1_000 });
+    const worker = createWorker(app, { shutdown: { drainTimeoutMs: 1_000 } });
     await worker.start();
     await worker.stop();
     const warnings = lines.map((l) => JSON.parse(l) as { level: number; check?: string; msg: string });

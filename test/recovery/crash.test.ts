@@ -145,7 +145,7 @@ describe('a worker killed with SIGKILL', () => {
   });
 });
 
-describe('a worker killed with SIGKILL while tasks it started ahead wait for a slot (startPrefetched)', () => {
+describe('a worker killed with SIGKILL while tasks it started ahead wait for a slot (prefetch.startAhead)', () => {
   it('has them ended as crashed attempts by the reaper, retried as their policy says, and run once elsewhere', async () => {
     const victim = startWorkerProcess(env, [
       '--concurrency',
@@ -223,7 +223,7 @@ describe('a late finisher', () => {
         return 'late';
       },
     });
-    const worker = createWorker(slowApp, { maintenance: false, abortGraceMs: 10_000 });
+    const worker = createWorker(slowApp, { maintenance: false, shutdown: { abortGraceMs: 10_000 } });
     const started = trackStarts(worker);
     await worker.start();
     const handle = await gated.send({ n: 1 });

@@ -55,7 +55,7 @@ describe('a PostgreSQL crash under a running worker', () => {
           return n;
         },
       });
-      worker = createWorker(app, { pollIntervalMs: 200, concurrency: 8, prefetch: 8 });
+      worker = createWorker(app, { pollIntervalMs: 200, concurrency: 8, prefetch: { size: 8 } });
       let completed = 0;
       let markSome: () => void = () => undefined;
       const some = new Promise<void>((resolve) => (markSome = resolve));

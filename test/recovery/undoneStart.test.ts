@@ -89,7 +89,7 @@ it('a run stopped as lost that ignores its AbortSignal keeps the new claim of it
   const second = createWorker(fast, {
     concurrency: 2,
     pollIntervalMs: 60_000,
-    abortGraceMs: 30_000,
+    shutdown: { abortGraceMs: 30_000 },
     maintenance: false,
   });
   await second.start();

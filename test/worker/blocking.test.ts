@@ -200,7 +200,7 @@ describe('a blocking task on a thread', () => {
     const worker = createWorker(app, {
       appModule: blockingModule,
       blockingThreads: 1,
-      abortGraceMs: 100,
+      shutdown: { abortGraceMs: 100 },
       maintenance: false,
     });
     const scratch = mkdtempSync(join(tmpdir(), 'horsies-blocking-'));
@@ -250,7 +250,7 @@ describe('a blocking task on a thread', () => {
       // replaced (the thread ids above differ), so a spin that could still finish would have to be that thread.
       expect(existsSync(doneFile)).toBe(false);
       console.log(
-        `blocking timeout 300 ms (abortGraceMs 100) on a 5 s spin: the attempt lasted ${attemptMs} ms`,
+        `blocking timeout 300 ms (shutdown.abortGraceMs 100) on a 5 s spin: the attempt lasted ${attemptMs} ms`,
       );
     } finally {
       await worker.stop();
@@ -267,7 +267,7 @@ describe('a blocking task on a thread', () => {
       appModule: blockingModule,
       blockingThreads: 1,
       concurrency: 2,
-      abortGraceMs: 0,
+      shutdown: { abortGraceMs: 0 },
       maintenance: false,
     });
     await worker.start();

@@ -77,7 +77,7 @@ describe('soft cap: deferred starts', () => {
     // A poll interval longer than the test's timeouts: only the written outcome can start the deferred tasks.
     const worker = createWorker(app, {
       concurrency: 2,
-      prefetch: 2,
+      prefetch: { size: 2 },
       pollIntervalMs: 60_000,
       maintenance: false,
     });
@@ -118,7 +118,12 @@ describe('soft cap: deferred starts', () => {
     const a = createWorker(app, { concurrency: 1, pollIntervalMs: 60_000, maintenance: false });
     const startsA = trackStarts(a);
     await a.start();
-    const b = createWorker(app, { concurrency: 2, prefetch: 2, pollIntervalMs: 60_000, maintenance: false });
+    const b = createWorker(app, {
+      concurrency: 2,
+      prefetch: { size: 2 },
+      pollIntervalMs: 60_000,
+      maintenance: false,
+    });
     const backedOff = backingOff(b);
     try {
       const held = await long.send({});
@@ -161,7 +166,7 @@ describe('soft cap: deferred starts', () => {
     const quick = app.task({ name: 'any.quick', input: z.object({ i: z.number() }), handler: ({ i }) => i });
     const worker = createWorker(app, {
       concurrency: 3,
-      prefetch: 2,
+      prefetch: { size: 2 },
       pollIntervalMs: 60_000,
       maintenance: false,
     });

@@ -119,7 +119,12 @@ describe('hard cap, in one process', () => {
     });
     const workers = [
       createWorker(app, { concurrency: 3, pollIntervalMs: 100, maintenance: false }),
-      createWorker(app, { concurrency: 3, pollIntervalMs: 100, maintenance: false, synchronousStarts: true }),
+      createWorker(app, {
+        concurrency: 3,
+        pollIntervalMs: 100,
+        maintenance: false,
+        claims: { synchronousStarts: true },
+      }),
     ];
     const ran = new Map<string, number>();
     workers.forEach((w, n) => w.on('task:started', () => ran.set(String(n), (ran.get(String(n)) ?? 0) + 1)));

@@ -1,5 +1,5 @@
 /**
- * A busy worker's outcomes wait a moment (`completionDelayMs`) for more to join their write; an idle worker's, a
+ * A busy worker's outcomes wait a moment (`outcomes.delayMs`) for more to join their write; an idle worker's, a
  * full batch and a stopping worker's do not.
  */
 import { afterEach, describe, expect, it } from 'vitest';
@@ -80,11 +80,11 @@ async function busyWorker(config: WorkerConfig, appConfig: Partial<AppConfig> = 
   return { worker: w, writes, ids: { a: a!.id, b: b!.id, c: c!.id }, openC: gates.c.open, unlock };
 }
 
-describe('completionDelayMs', () => {
+describe('outcomes.delayMs', () => {
   it("writes an idle worker's outcome at once", async () => {
     const app = t.app();
     const task = app.task({ name: 'delay.idle', input: z.object({}), handler: () => 'done' });
-    worker = createWorker(app, { completionDelayMs: 30_000 });
+    worker = createWorker(app, { outcomes: { delayMs: 30_000 } });
     await worker.start();
     for (let i = 0; i < 3; i += 1) {
       const handle = await task.send({});
@@ -93,7 +93,7 @@ describe('completionDelayMs', () => {
   });
 
   it('lets outcomes that ended during a write wait for more to join the next one', async () => {
-    const { writes, ids, openC, unlock } = await busyWorker({ completionDelayMs: 2_000 });
+    const { writes, ids, openC, unlock } = await busyWorker({ outcomes: { delayMs: 2_000 } });
     await unlock();
     expect(writes).toEqual([[ids.a]]);
     // b waits for company; c ends meanwhile and goes out with it.
@@ -104,9 +104,8 @@ describe('completionDelayMs', () => {
 
   it('writes at once when a full batch waits', async () => {
     const { writes, ids, openC, unlock } = await busyWorker({
-      completionDelayMs: 30_000,
-      completionBatchSize: 2,
-      maxClaimPerWorker: 3,
+      outcomes: { delayMs: 30_000, batchSize: 2 },
+      claims: { maxHeld: 3 },
     });
     await unlock();
     openC();
@@ -121,7 +120,7 @@ describe('completionDelayMs', () => {
   ] as const)(
     'writes at once the outcome of a task under %s, which frees room',
     async (_, appConfig, group) => {
-      const { writes, ids, unlock } = await busyWorker({ completionDelayMs: 30_000 }, appConfig, group);
+      const { writes, ids, unlock } = await busyWorker({ outcomes: { delayMs: 30_000 } }, appConfig, group);
       await unlock();
       // b's outcome ended during a's write, but it holds room that other claims wait for: no 30 s wait.
       await eventually(async () => writes.length > 1, 10_000);
@@ -130,7 +129,7 @@ describe('completionDelayMs', () => {
   );
 
   it('does not hold the outcomes of a stopping worker', async () => {
-    const { worker: w, writes, ids, openC, unlock } = await busyWorker({ completionDelayMs: 30_000 });
+    const { worker: w, writes, ids, openC, unlock } = await busyWorker({ outcomes: { delayMs: 30_000 } });
     await unlock();
     expect(writes).toEqual([[ids.a]]);
     // c still runs, and stop() waits for it; b's outcome, waiting for company, goes out as the stop begins.

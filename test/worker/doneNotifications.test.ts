@@ -24,7 +24,11 @@ describe('task_done', () => {
   it.each([
     { what: 'a worker', name: 'done.many', config: { concurrency: 4 } },
     // A prefetching worker claims rarely: most notifications go out in statements of their own.
-    { what: 'a prefetching worker', name: 'done.prefetch', config: { concurrency: 2, prefetch: 30 } },
+    {
+      what: 'a prefetching worker',
+      name: 'done.prefetch',
+      config: { concurrency: 2, prefetch: { size: 30 } },
+    },
   ])('reaches listeners once per finished task when $what writes the outcomes', async ({ name, config }) => {
     const app = t.app();
     const task = app.task({ name, input: z.object({ i: z.number() }), handler: ({ i }) => i });

@@ -286,7 +286,12 @@ describe('the transactional finish', () => {
         }
       },
     });
-    const worker = createWorker(app, { maintenance: false, clock, concurrency: 1, abortGraceMs: 10_000 });
+    const worker = createWorker(app, {
+      maintenance: false,
+      clock,
+      concurrency: 1,
+      shutdown: { abortGraceMs: 10_000 },
+    });
     await worker.start();
     const handle = await work.send({});
     await entered.wait;
@@ -459,7 +464,7 @@ describe('the transactional finish', () => {
     const stopping = make('stop');
     const continuing = make('continue');
     // A short grace: the stopped handler ignores its signal, and its outcome is written once the grace is over.
-    const worker = createWorker(app, { maintenance: false, concurrency: 2, abortGraceMs: 200 });
+    const worker = createWorker(app, { maintenance: false, concurrency: 2, shutdown: { abortGraceMs: 200 } });
     await worker.start();
     const [s, c] = [await stopping.send({}), await continuing.send({})];
     await Promise.all([entered.stop.wait, entered.continue.wait]);

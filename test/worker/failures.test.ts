@@ -226,7 +226,7 @@ describe('timeouts', () => {
         return 'too late';
       },
     });
-    const worker = createWorker(app, { abortGraceMs: 1_000 });
+    const worker = createWorker(app, { shutdown: { abortGraceMs: 1_000 } });
     await worker.start();
     const handle = await readsLate.send({});
     const result = await handle.result({ timeoutMs: 10_000 });
@@ -249,7 +249,7 @@ describe('timeouts', () => {
           ? new Promise<string>((resolve) => setTimeout(() => resolve('too late'), 3_000))
           : 'next one ran',
     });
-    const worker = createWorker(app, { concurrency: 1, abortGraceMs: 100 });
+    const worker = createWorker(app, { concurrency: 1, shutdown: { abortGraceMs: 100 } });
     await worker.start();
     const first = await stubborn.send({ n: 1 });
     const second = await stubborn.send({ n: 2 });
@@ -314,7 +314,7 @@ describe('cancelling a running task', () => {
       input: z.object({}),
       handler: () => new Promise<string>((resolve) => setTimeout(() => resolve('ignored the cancel'), 4_000)),
     });
-    const worker = createWorker(app, { abortGraceMs: 100 });
+    const worker = createWorker(app, { shutdown: { abortGraceMs: 100 } });
     const started = trackStarts(worker);
     await worker.start();
     const handle = await deaf.send({});

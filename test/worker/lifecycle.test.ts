@@ -591,7 +591,7 @@ describe('the worker', () => {
         active -= 1;
       },
     });
-    const worker = createWorker(app, { concurrency: 3, completionBatchSize: 3 });
+    const worker = createWorker(app, { concurrency: 3, outcomes: { batchSize: 3 } });
     let maxActive = 0;
     let maxHeld = 0;
     worker.on('task:claimed', () => {
@@ -613,7 +613,7 @@ describe('the worker', () => {
     expect(peak).toBeLessThanOrEqual(3);
     expect(maxActive).toBeLessThanOrEqual(3);
     // A task whose handler returned frees its slot while its outcome is written (it is still RUNNING in its
-    // row meanwhile): the worker holds at most a batch of those (completionBatchSize 3) beside its 3 slots.
+    // row meanwhile): the worker holds at most a batch of those (outcomes.batchSize 3) beside its 3 slots.
     expect(maxHeld).toBeLessThanOrEqual(6);
     expect(maxInDb).toBeLessThanOrEqual(6);
     await worker.stop();
@@ -630,7 +630,7 @@ describe('the worker', () => {
     const blocker = await t.pool.connect();
     await blocker.query('BEGIN');
     await blocker.query(`LOCK TABLE "${t.schema}".horsies_task_attempts IN SHARE MODE`);
-    const worker = createWorker(app, { concurrency: 2, completionBatchSize: 4 });
+    const worker = createWorker(app, { concurrency: 2, outcomes: { batchSize: 4 } });
     const noRoom = worker.testSignals.producer.noRoom;
     noRoom.enable();
     let ran = 0;

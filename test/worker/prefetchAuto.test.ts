@@ -1,6 +1,6 @@
 /**
- * `prefetch: 'auto'`: a worker holds claimed tasks ahead of its slots only as many as it expects to start within
- * `prefetchWindowMs` at the rate its runs have been ending: many for short tasks, none for long ones.
+ * `prefetch: { size: 'auto' }`: a worker holds claimed tasks ahead of its slots only as many as it expects to start within
+ * `prefetch.windowMs` at the rate its runs have been ending: many for short tasks, none for long ones.
  */
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
@@ -22,11 +22,11 @@ function heldAhead(worker: Worker): { count: number; largestClaim: number } {
   return seen;
 }
 
-describe("prefetch: 'auto'", () => {
+describe("prefetch.size: 'auto'", () => {
   it('claims ahead of its slots for short tasks', async () => {
     const app = t.app();
     const quick = app.task({ name: 'auto.quick', input: z.object({ i: z.number() }), handler: ({ i }) => i });
-    const worker = createWorker(app, { concurrency: 2, prefetch: 'auto', prefetchWindowMs: 50 });
+    const worker = createWorker(app, { concurrency: 2, prefetch: { size: 'auto', windowMs: 50 } });
     const seen = heldAhead(worker);
     await drainWith(worker, quick, 2_000);
     expect(seen.count).toBeGreaterThan(0);
@@ -43,7 +43,7 @@ describe("prefetch: 'auto'", () => {
         return i;
       },
     });
-    const worker = createWorker(app, { concurrency: 2, prefetch: 'auto' });
+    const worker = createWorker(app, { concurrency: 2, prefetch: { size: 'auto' } });
     const seen = heldAhead(worker);
     await drainWith(worker, slow, 10);
     expect(seen.count).toBe(0);

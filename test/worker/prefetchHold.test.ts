@@ -1,5 +1,5 @@
 /**
- * A prefetching worker hands back the claimed tasks that found no free slot within `prefetchHoldMs`, so that a
+ * A prefetching worker hands back the claimed tasks that found no free slot within `prefetch.holdMs`, so that a
  * worker whose slots are held by long runs does not keep what another worker could run; it then claims nothing
  * ahead until one of its runs ends.
  */
@@ -19,7 +19,11 @@ const t = await useTestSchema();
 async function busyWithClaims(prefix: string, prefetchHoldMs: number, count: number) {
   const app = t.app();
   const { long, quick, release } = longAndQuick(app, prefix);
-  const worker = createWorker(app, { concurrency: 1, prefetch: 5, prefetchHoldMs, maintenance: false });
+  const worker = createWorker(app, {
+    concurrency: 1,
+    prefetch: { size: 5, holdMs: prefetchHoldMs },
+    maintenance: false,
+  });
   const claimed: string[] = [];
   worker.on('task:claimed', (ids) => claimed.push(...ids));
   const starts = trackStarts(worker);
@@ -33,7 +37,7 @@ async function busyWithClaims(prefix: string, prefetchHoldMs: number, count: num
   return { app, worker, quick, longHandle, handles, claimed, release };
 }
 
-describe('prefetchHoldMs', () => {
+describe('prefetch.holdMs', () => {
   it('hands back tasks that waited for a busy slot, and another worker runs them while the long run goes on; with 0, never', async () => {
     // Claimed first, with no hold: still held when the other worker's tasks, claimed later, have been handed back.
     const keeper = await busyWithClaims('keep', 0, 2);
@@ -92,8 +96,7 @@ describe('prefetchHoldMs', () => {
     });
     const worker = createWorker(app, {
       concurrency: 2,
-      prefetch: 2,
-      prefetchHoldMs: 100,
+      prefetch: { size: 2, holdMs: 100 },
       pollIntervalMs: 1_000,
       maintenance: false,
     });

@@ -36,7 +36,7 @@ it('has one start statement in flight at most', async () => {
       starts.inFlight -= 1;
     }
   };
-  await drainWith(createWorker(app, { concurrency: 8, prefetch: 200 }), uneven, 400);
+  await drainWith(createWorker(app, { concurrency: 8, prefetch: { size: 200 } }), uneven, 400);
   // Most tasks were claimed ahead of a slot and went through a start.
   expect(starts.tasks).toBeGreaterThan(300);
   expect(starts.most).toBe(1);

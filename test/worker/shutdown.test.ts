@@ -39,7 +39,7 @@ describe('worker.stop()', () => {
       handler: gatedHandler(gate),
     });
     const stop = app.task({ name: 'shutdown.stop', input, shutdown: 'stop', handler: gatedHandler(gate) });
-    const worker = createWorker(app, { concurrency: 3, drainTimeoutMs: 10_000 });
+    const worker = createWorker(app, { concurrency: 3, shutdown: { drainTimeoutMs: 10_000 } });
     // Listen before sending: a task may start before the next send returns.
     const started = new Set<string>();
     worker.on('task:started', (id) => started.add(id));
@@ -81,7 +81,7 @@ describe('worker.stop()', () => {
       input: z.object({ i: z.number() }),
       handler: gatedHandler(gate),
     });
-    const worker = createWorker(app, { concurrency: 1, prefetch: 3 });
+    const worker = createWorker(app, { concurrency: 1, prefetch: { size: 3 } });
     await worker.start();
     const firstStart = waitForEvent(worker, 'task:started');
     const handles = await task.sendMany([0, 1, 2, 3].map((i) => ({ input: { i } })));
@@ -109,7 +109,7 @@ describe('worker.stop()', () => {
     const app = t.app();
     const never = new Promise<void>(() => undefined);
     const task = app.task({ name: 'shutdown.slow', input: z.object({}), handler: gatedHandler(never) });
-    const worker = createWorker(app, { drainTimeoutMs: 200 });
+    const worker = createWorker(app, { shutdown: { drainTimeoutMs: 200 } });
     const started = trackStarts(worker);
     await worker.start();
     const handle = await task.send({});

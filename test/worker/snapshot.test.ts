@@ -20,7 +20,7 @@ describe('worker snapshots', () => {
     let release: () => void = () => undefined;
     const gate = new Promise<void>((r) => (release = r));
     const task = app.task({ name: 'snap.work', input: z.object({}), queue: 'fast', handler: () => gate });
-    const worker = createWorker(app, { concurrency: 3, prefetch: 1, snapshotIntervalMs: 100 });
+    const worker = createWorker(app, { concurrency: 3, prefetch: { size: 1 }, snapshotIntervalMs: 100 });
     await worker.start();
     await task.sendMany([{ input: {} }, { input: {} }]);
     const snapshot = await eventually(async () => {

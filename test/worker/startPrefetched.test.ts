@@ -1,8 +1,8 @@
 /**
- * `startPrefetched`: a claim writes the tasks it takes ahead of the free slots RUNNING at once, with every claim
+ * `prefetch.startAhead`: a claim writes the tasks it takes ahead of the free slots RUNNING at once, with every claim
  * field, and the worker runs them as its slots free, never more at once than its concurrency. A started task that
  * has not run yet is cancelled without running, handed back to PENDING (no attempt) by a stop or after
- * `prefetchHoldMs`. (A crash with such tasks: test/recovery/crash.test.ts.)
+ * `prefetch.holdMs`. (A crash with such tasks: test/recovery/crash.test.ts.)
  */
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
@@ -44,15 +44,13 @@ async function attempts(ids: string[]) {
  * A worker with one slot, held by a run until `release()`, and `count` quick tasks its claim started ahead of that
  * slot (RUNNING, waiting for it). Task names carry `prefix`, so that workers of other tests leave them alone.
  */
-async function busyWithStarted(prefix: string, count: number, config: { prefetchHoldMs?: number } = {}) {
+async function busyWithStarted(prefix: string, count: number, holdMs?: number) {
   const app = t.app();
   const { long, quick, ran, release } = longAndQuick(app, prefix);
   const worker = createWorker(app, {
     concurrency: 1,
-    prefetch: count,
-    startPrefetched: true,
+    prefetch: { size: count, startAhead: true, holdMs },
     maintenance: false,
-    ...config,
   });
   const starts = trackStarts(worker);
   await worker.start();
@@ -64,7 +62,7 @@ async function busyWithStarted(prefix: string, count: number, config: { prefetch
   return { app, worker, handles, ids, ran, longHandle, release };
 }
 
-describe('startPrefetched', () => {
+describe('prefetch.startAhead', () => {
   it('starts tasks ahead in their claim, with every claim field, and never runs more at once than its concurrency', async () => {
     const app = t.app();
     let active = 0;
@@ -88,8 +86,7 @@ describe('startPrefetched', () => {
     };
     const worker = createWorker(app, {
       concurrency: 3,
-      prefetch: 30,
-      startPrefetched: true,
+      prefetch: { size: 30, startAhead: true },
       maintenance: false,
     });
     const claims: number[] = [];
@@ -160,7 +157,7 @@ describe('startPrefetched', () => {
 
   it('hands started tasks that have not run back to PENDING when it stops, with no attempt', async () => {
     // No hold limit: only the stop hands them back.
-    const busy = await busyWithStarted('ahead.stop', 3, { prefetchHoldMs: 0 });
+    const busy = await busyWithStarted('ahead.stop', 3, 0);
     const stopped = busy.worker.stop();
     // The running task finishes under its shutdown policy (continue); the waiting ones go back at once.
     await eventually(async () => (await rows(busy.ids)).every((r) => r.status === 'PENDING'));
@@ -189,8 +186,8 @@ describe('startPrefetched', () => {
     expect((await attempts(busy.ids)).map((a) => a.attempt)).toEqual([1, 1, 1]);
   });
 
-  it('hands back started tasks that waited prefetchHoldMs for a slot, and another worker runs them', async () => {
-    const busy = await busyWithStarted('ahead.hold', 3, { prefetchHoldMs: 300 });
+  it('hands back started tasks that waited prefetch.holdMs for a slot, and another worker runs them', async () => {
+    const busy = await busyWithStarted('ahead.hold', 3, 300);
     await eventually(async () => (await rows(busy.ids)).every((r) => r.status === 'PENDING'), 5_000);
     const other = createWorker(busy.app, { concurrency: 3, maintenance: false });
     await other.start();

@@ -34,7 +34,7 @@ export const HORSIES_VARIANTS: HorsiesVariant[] = [
     settings:
       "createWorker(app, { concurrency: 10, throughput: 'high' }): claims of up to 500 that start (RUNNING) as many " +
       'tasks ahead of the free slots as the worker expects to run within 20 ms at the rate its runs end (prefetch ' +
-      "'auto', startPrefetched), each waiting in the worker for a handler slot, so a run follows the one before it " +
+      "{ size: 'auto', startAhead: true }), each waiting in the worker for a handler slot, so a run follows the one before it " +
       'with no round trip. A crash counts those started ahead as crashed attempts (retried as the policy says); a ' +
       'graceful stop hands them back at once.',
   },
