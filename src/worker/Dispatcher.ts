@@ -32,7 +32,7 @@ export interface StartedWithClaim {
 export interface DispatcherOptions {
   /** Longest wait before starts the soft cap deferred try again with nothing heard meanwhile (the poll interval). */
   retryMs: number;
-  /** Claimed tasks waiting longer than this for a slot are handed back (see WorkerConfig.prefetchHoldMs); 0: never. */
+  /** Claimed tasks waiting longer than this for a slot are handed back (see WorkerConfig.prefetch.holdMs); 0: never. */
   holdMs: number;
 }
 

@@ -86,7 +86,7 @@ export interface ExecutorOptions {
   abortGraceMs: number;
   /** The app's error map, consulted after the task's. */
   appErrorCodes: ErrorCodeMap;
-  /** Starts wait for their WAL flush (see WorkerConfig.synchronousStarts). */
+  /** Starts wait for their WAL flush (see WorkerConfig.claims.synchronousStarts). */
   synchronousStarts: boolean;
   /** Random source for backoff jitter (tests inject one). */
   random?: RandomSource;

@@ -37,7 +37,7 @@ export interface LimitedStart {
 export interface FlowSettings {
   queues: ReadonlyMap<string, QueueConfig>;
   tasks: ReadonlyMap<string, TaskDefinition<StandardSchemaV1, unknown>>;
-  /** Starts wait for their WAL flush (see WorkerConfig.synchronousStarts). */
+  /** Starts wait for their WAL flush (see WorkerConfig.claims.synchronousStarts). */
   synchronousStarts: boolean;
   workerId: string;
 }

@@ -65,7 +65,7 @@ export class StateReporter {
         capMode: app.capMode,
         prefetchBuffer: app.prefetchBuffer,
         prefetch: cfg.prefetch,
-        // Tasks started ahead count a crashed attempt when this worker dies (see WorkerConfig.startPrefetched).
+        // Tasks started ahead count a crashed attempt when this worker dies (see WorkerConfig.prefetch.startAhead).
         startPrefetched: cfg.startPrefetched,
         concurrency: cfg.concurrency,
       },

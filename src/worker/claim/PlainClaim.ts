@@ -13,7 +13,7 @@ import type { ClaimKind, ClaimStrategy, PrefetchedStart } from './ClaimStrategy.
 /** Settings shared by every strategy. */
 export interface StrategySettings {
   workerId: string;
-  /** Starts wait for their WAL flush (see WorkerConfig.synchronousStarts). */
+  /** Starts wait for their WAL flush (see WorkerConfig.claims.synchronousStarts). */
   synchronousStarts: boolean;
 }
 
