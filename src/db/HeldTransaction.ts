@@ -3,13 +3,27 @@
  * transactional finish), with the three ways it can end: commit, rollback, or an interruption from outside while
  * the code may be in the middle of a statement.
  *
- *   begin ──► open ──commit()──► committing ──► done
+ *   begin ──► open ──commitAfter()──► committing ──► done
  *               │ ──rollback()──────────────► done
  *               └ ──interrupt()─────────────► done (statement cancelled, connection closed: the server rolls back)
+ *
+ * Round trips: the connections of {@link createTransactionPool} are in pg's pipeline mode, where each query is
+ * written at once, with a Sync of its own, without waiting for the answers to those before it. `BEGIN` is written
+ * at checkout and not waited for, so the first statement of the code follows it and both answers come back
+ * together; the last statement (the fenced finish) and the `COMMIT` are written back to back. A transaction whose
+ * code makes one statement thus costs two round trips, not four. Neither pair can leave a write outside the
+ * transaction or commit it after a refusal:
+ * - `BEGIN` is sent only on a connection whose last answer said it was idle, where it cannot fail but with the
+ *   connection (and every statement behind it then fails too);
+ * - a finish that must refuse the commit raises, which aborts the transaction: the server answers the `COMMIT`
+ *   behind it with a rollback, and {@link HeldTransaction.commitAfter} reads which of the two it did.
+ * On a pool of the caller's that is not in pipeline mode the same statements go one after the other.
  */
 import pg from 'pg';
-import { statement } from './sql.js';
+import { renderSql, statement } from './sql.js';
+import type { Statement } from './sql.js';
 import type { Database } from './Database.js';
+import { statementTypes } from './typeParsers.js';
 
 /** The client a held transaction runs on: a `pg` pool client inside `BEGIN`. */
 export type TransactionClient = pg.PoolClient;
@@ -22,19 +36,26 @@ export const BackendCancel = statement<{ pid: number }, { cancelled: boolean }>(
 );
 
 /**
- * A pool for held transactions, on the same server and database as `db`, of at most `max` connections, kept apart
- * from `db`'s pool so that long transactions cannot starve the statements that keep claims alive (heartbeats,
- * finishes). Idle connections close after 10 s.
+ * A pool for held transactions, on the same server and database as `db`, of at most `max` connections in pipeline
+ * mode, kept apart from `db`'s pool so that long transactions cannot starve the statements that keep claims alive
+ * (heartbeats, finishes). Idle connections close after 10 s.
  */
 export function createTransactionPool(db: Database, max: number): pg.Pool {
   // Without the pool's statement and lock timeouts: the handler's own statements run in these transactions.
-  const pool = new pg.Pool({ ...db.untimedConnectionConfig, max, idleTimeoutMillis: 10_000 });
+  const pool = new pg.Pool({ ...db.untimedConnectionConfig, max, idleTimeoutMillis: 10_000, pipeline: true });
   // An idle client losing its connection must not crash the process; the next checkout reconnects.
   pool.on('error', () => undefined);
   return pool;
 }
 
 type State = 'open' | 'committing' | 'done';
+
+/** What {@link HeldTransaction.commitAfter} did, when it knows. */
+export type CommitAfter<R> =
+  /** The statement ran and the transaction committed. */
+  | { committed: true; rows: R[] }
+  /** The statement failed, so the server rolled the transaction back instead of committing it. */
+  | { committed: false; error: unknown };
 
 /** One transaction held open; see the module comment. */
 export class HeldTransaction {
@@ -49,15 +70,34 @@ export class HeldTransaction {
     client.on('error', this.onError);
   }
 
-  /** Checks out a connection of `pool` and sends `BEGIN` on it. */
+  /**
+   * Checks out a connection of `pool` and sends `BEGIN` on it; in pipeline mode without waiting for its answer
+   * (see the module comment). Rejects when the connection is not idle: `BEGIN` could then fail, or only warn and
+   * leave the caller's statements in a transaction that is not this one.
+   */
   static async begin(pool: pg.Pool): Promise<HeldTransaction> {
     const held = new HeldTransaction(await pool.connect());
-    try {
-      await held.client.query('BEGIN');
-    } catch (error) {
-      held.broken ??= error instanceof Error ? error : new Error(String(error));
+    const status = held.client.getTransactionStatus();
+    if (status !== 'I') {
+      held.broken = new Error(`the pooled connection is not idle (transaction status ${String(status)})`);
       held.release();
-      throw error;
+      throw held.broken;
+    }
+    const begun = held.client.query('BEGIN').then(
+      () => undefined,
+      (error: unknown) => {
+        held.broken ??= error instanceof Error ? error : new Error(String(error));
+        throw error;
+      },
+    );
+    if (!held.client.pipeline) {
+      await begun.catch((error: unknown) => {
+        held.release();
+        throw error;
+      });
+    } else {
+      // Its failure (a lost connection) fails every statement behind it; commitAfter reports it.
+      begun.catch(() => undefined);
     }
     return held;
   }
@@ -73,14 +113,42 @@ export class HeldTransaction {
   }
 
   /**
-   * Commits and gives the connection back. Rejects if the commit failed; after a lost connection the outcome is
-   * unknown to this side (fenced writes settle it).
+   * Runs `stmt`, then commits: in pipeline mode both are written back to back, one round trip for the two. A
+   * statement that must veto the commit raises; the transaction is then aborted and the server rolls it back in
+   * place of the COMMIT. Gives the connection back. Resolves with the statement's rows once committed, or with its
+   * error once rolled back; rejects when the COMMIT failed or the connection was lost on the way (the outcome is
+   * then unknown to this side; fenced writes settle it).
    */
-  async commit(): Promise<void> {
+  async commitAfter<P, R>(db: Database, stmt: Statement<P, R>, params: P): Promise<CommitAfter<R>> {
     if (this.state !== 'open') throw new Error(`cannot commit a transaction that is ${this.state}`);
     this.state = 'committing';
+    const values = stmt.values(params);
+    // pg binds values as it writes the statement, and a value it cannot bind fails there, on this side, after
+    // which the COMMIT behind would still go out and commit without the statement: only plain values pass.
+    if (!values.every(plainValue)) {
+      this.state = 'open';
+      throw new TypeError(`${stmt.name}: a value is not a string, number, boolean, null or an array of them`);
+    }
+    const query = { text: renderSql(stmt.sql, db.schema), values, types: statementTypes };
     try {
-      await this.client.query('COMMIT');
+      let ran: PromiseSettledResult<pg.QueryResult>;
+      let ended: PromiseSettledResult<pg.QueryResult>;
+      if (this.client.pipeline) {
+        [ran, ended] = await Promise.allSettled([this.client.query(query), this.client.query('COMMIT')]);
+      } else {
+        [ran] = await Promise.allSettled([this.client.query(query)]);
+        [ended] = await Promise.allSettled([this.client.query('COMMIT')]);
+      }
+      if (ended.status === 'rejected') throw ended.reason;
+      // COMMIT in an aborted transaction ends it as ROLLBACK would, and says so in its command tag.
+      if (ended.value.command !== 'COMMIT') {
+        if (ran.status === 'rejected') return { committed: false, error: await db.explain(ran.reason) };
+        throw new Error(`the transaction ended in ${ended.value.command} instead of COMMIT`);
+      }
+      if (ran.status === 'rejected') {
+        throw new Error('the statement before COMMIT failed outside a transaction', { cause: ran.reason });
+      }
+      return { committed: true, rows: ran.value.rows as R[] };
     } catch (error) {
       this.broken ??= error instanceof Error ? error : new Error(String(error));
       throw error;
@@ -124,4 +192,10 @@ export class HeldTransaction {
     // A client released with an error is ended; errors it still emits while closing go nowhere.
     if (this.broken) this.client.on('error', () => undefined);
   }
+}
+
+/** A value pg binds without calling anything of the caller's: null, a string, number or boolean, or an array of them. */
+function plainValue(value: unknown): boolean {
+  if (Array.isArray(value)) return value.every((item) => !Array.isArray(item) && plainValue(item));
+  return value === null || ['string', 'number', 'boolean'].includes(typeof value);
 }

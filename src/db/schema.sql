@@ -935,6 +935,20 @@ BEGIN
 END;
 $function$;
 
+-- function horsies_finish_found(p_found boolean)
+CREATE OR REPLACE FUNCTION {{schema}}.horsies_finish_found(p_found boolean)
+ RETURNS boolean
+ LANGUAGE plpgsql
+AS $function$
+BEGIN
+  IF NOT p_found THEN
+    RAISE EXCEPTION 'the task is no longer this run''s (reaped, claimed again or cancelled)'
+      USING ERRCODE = 'HR001';
+  END IF;
+  RETURN false;
+END;
+$function$;
+
 -- function horsies_finish_tasks(p_ids text[], p_worker_ids text[], p_generations integer[], p_statuses text[], p_results jsonb[], p_error_codes text[], p_error_messages text[], p_failed_reasons text[], p_retry_delays_ms integer[], p_crashed boolean[], p_unless_cancel_requested boolean, p_notify_later boolean, p_tokens uuid[])
 CREATE OR REPLACE FUNCTION {{schema}}.horsies_finish_tasks(p_ids text[], p_worker_ids text[], p_generations integer[], p_statuses text[], p_results jsonb[], p_error_codes text[], p_error_messages text[], p_failed_reasons text[], p_retry_delays_ms integer[], p_crashed boolean[], p_unless_cancel_requested boolean, p_notify_later boolean, p_tokens uuid[] DEFAULT NULL::uuid[])
  RETURNS TABLE(id character varying, status character varying, workflow_id character varying, workflow_node integer)

@@ -535,6 +535,28 @@ export const TaskFinishMany = statement<
   },
 );
 
+/**
+ * The finish of one task inside its handler's transaction (`ctx.transaction`), sent with the COMMIT right behind
+ * it: {@link TaskFinishMany} as it is (its fence too), followed by a check that raises {@link FINISH_FENCED} when
+ * it changed no row (routines/horsies_finish_found.sql). The error aborts the transaction, so the COMMIT behind it
+ * rolls the handler's writes back: they never commit without their outcome. Returns the rows of TaskFinishMany.
+ */
+export const TaskFinishHeld = statement<
+  { tasks: TaskFinish[]; unlessCancelRequested?: boolean; notifyLater?: boolean },
+  TaskFinishRow
+>(
+  'TaskFinishHeld',
+  // The second branch has no FROM: its condition is evaluated exactly once, after the finish has run.
+  `WITH finished AS MATERIALIZED (${TaskFinishMany.sql})
+   SELECT * FROM finished
+   UNION ALL
+   SELECT NULL, NULL, NULL, NULL WHERE {{schema}}.horsies_finish_found(EXISTS (SELECT FROM finished))`,
+  TaskFinishMany.values,
+);
+
+/** The SQLSTATE of {@link TaskFinishHeld} when its fence finds nothing: the claim is lost or a cancel stands. */
+export const FINISH_FENCED = 'HR001';
+
 /** Task ids as task_done notification payloads: comma-separated, as many per notification as fit. */
 function doneChunks(ids: readonly string[]): string[] {
   const chunks: string[] = [];

@@ -1,9 +1,16 @@
 /**
  * The transactional finish (`ctx.transaction(fn)`): a handler's writes and its task's completion in one
  * transaction. `fn` runs on a connection inside `BEGIN`; when it returns a value, the task's COMPLETED row and
- * attempt row are written on the same connection by the completer's own statement, fenced on this run's worker,
- * claim token and the absence of a cancel request; then everything commits. Either all of it is durable or
- * none of it, so a handler whose effects are rows in this database has them exactly once per completed task.
+ * attempt row are written on the same connection, fenced on this run's worker, claim token and the absence of a
+ * cancel request; then everything commits. Either all of it is durable or none of it, so a handler whose effects
+ * are rows in this database has them exactly once per completed task.
+ *
+ * The fenced finish and the COMMIT go out back to back, in one round trip (`HeldTransaction.commitAfter`). The
+ * finish (`TaskFinishHeld`) raises when its fence finds nothing, which aborts the transaction, and the server then
+ * rolls it back in place of the COMMIT, so the handler's writes can never commit without their outcome. The commit waits for the WAL flush, as every outcome's
+ * does: a result that a caller has seen never disappears in a server crash. The task_done notification goes out
+ * after the commit, through the worker's DoneNotices, never inside it: a transaction that notifies holds a
+ * database-wide lock from its commit until its WAL is flushed, which would line up every handler's commit.
  *
  * One run's transaction, as a state machine:
  *
@@ -29,9 +36,10 @@ import type { TransactionOptions } from '../client/TaskDefinition.js';
 import type { Database } from '../db/Database.js';
 import { HeldTransaction, createTransactionPool } from '../db/HeldTransaction.js';
 import type { TransactionClient } from '../db/HeldTransaction.js';
-import { TaskFinishMany } from '../db/tasks.js';
+import { FINISH_FENCED, TaskFinishHeld } from '../db/tasks.js';
 import type { ClaimedTaskRow, TaskFinish, TaskFinishRow } from '../db/tasks.js';
 import { TaskError, TaskTransactionError } from '../errors.js';
+import type { DoneNotices } from './DoneNotices.js';
 import { settlesWithin } from './timing.js';
 
 /** Settings of a {@link TransactionalFinish}. */
@@ -39,6 +47,11 @@ export interface TransactionalFinishOptions {
   workerId: string;
   /** Most connections of the worker's own pool: the worker's concurrency. */
   poolSize: number;
+  /**
+   * Where the task_done notifications of committed outcomes go, sent after the commit (as the completer's are);
+   * null: the finish notifies inside its own commit.
+   */
+  notices?: DoneNotices | null;
 }
 
 /** How a run's transactional finish ended, as far as the executor must know. */
@@ -82,6 +95,11 @@ export class TransactionalFinish {
   /** @internal */
   get workerId(): string {
     return this.options.workerId;
+  }
+
+  /** @internal Where task_done notifications go after the commit; null: inside it. */
+  get notices(): DoneNotices | null {
+    return this.options.notices ?? null;
   }
 
   /** @internal */
@@ -209,14 +227,17 @@ export class TransactionalRun {
         return value;
       }
       const finish = this.completion(value);
-      const [row] = await this.owner.database.run(
-        TaskFinishMany,
-        { tasks: [finish], unlessCancelRequested: true },
-        held.client,
-      );
-      if (!held.open) throw this.ended();
-      if (!row) {
-        await held.rollback();
+      // The fenced finish and the COMMIT go out together: a fence that finds nothing raises, and the server then
+      // rolls back in place of the COMMIT.
+      sentCommit = true;
+      const written = await held.commitAfter(this.owner.database, TaskFinishHeld, {
+        tasks: [finish],
+        unlessCancelRequested: true,
+        notifyLater: this.owner.notices !== null,
+      });
+      if (!written.committed) {
+        sentCommit = false;
+        if ((written.error as { code?: unknown } | null)?.code !== FINISH_FENCED) throw written.error;
         this.state = 'fenced';
         this.verdict = { kind: 'fenced' };
         throw this.error(
@@ -224,10 +245,11 @@ export class TransactionalRun {
           "the task is no longer this run's (reaped, claimed again or cancelled); its transaction was rolled back",
         );
       }
-      sentCommit = true;
-      await held.commit();
+      const row = written.rows[0];
+      if (!row) throw new Error('the finish committed without returning its row');
       this.state = 'committed';
       this.verdict = { kind: 'committed', finish, row };
+      this.owner.notices?.add([row.id]);
       return value;
     } catch (error) {
       if (held.open) await held.rollback();

@@ -91,7 +91,11 @@ export function assemble(
     notices,
     COMPLETION_BESIDE_AT,
   );
-  const transactions = new TransactionalFinish(db, logger, { workerId, poolSize: cfg.concurrency });
+  const transactions = new TransactionalFinish(db, logger, {
+    workerId,
+    poolSize: cfg.concurrency,
+    notices,
+  });
   const executor = new Executor(
     db,
     tasks,

@@ -130,6 +130,55 @@ describe('through PgBouncer in transaction mode', () => {
     }
   });
 
+  it('commits ctx.transaction on pipelined connections, and rolls it back when the fence refuses', async () => {
+    await t.query('CREATE TABLE IF NOT EXISTS {{schema}}.bouncer_effects (task_id text NOT NULL)');
+    const app = t.app({ databaseUrl: bouncer.url, listenUrl: databaseUrl(), preparedStatements: false });
+    const insert = `INSERT INTO "${t.schema}".bouncer_effects (task_id) VALUES ($1)`;
+    const work = app.task({
+      name: 'bouncer.transactional',
+      input: z.object({ refuse: z.boolean() }),
+      handler: ({ refuse }, ctx) =>
+        ctx.transaction(async (tx) => {
+          await tx.query(insert, [ctx.taskId]);
+          // A cancel request the worker does not hear of (no trigger, no notification): only the fence sees it.
+          if (refuse) {
+            const side = await t.pool.connect();
+            try {
+              await side.query("SET session_replication_role = 'replica'");
+              await side.query(
+                `UPDATE "${t.schema}".horsies_tasks SET cancel_requested_at = now() WHERE id = $1`,
+                [ctx.taskId],
+              );
+              await side.query("SET session_replication_role = 'origin'");
+            } finally {
+              side.release();
+            }
+          }
+          return ctx.taskId;
+        }),
+    });
+    const worker = createWorker(app, { concurrency: 8, pollIntervalMs: 60_000, maintenance: false });
+    await worker.start();
+    try {
+      const handles = await work.sendMany(
+        Array.from({ length: 40 }, (_, n) => ({ input: { refuse: n % 10 === 9 } })),
+      );
+      const results = await Promise.all(handles.map((h) => h.result({ timeoutMs: 30_000 })));
+      expect(results.map((r) => (r.ok ? 'ok' : r.error.code))).toEqual(
+        handles.map((_, n) => (n % 10 === 9 ? 'TASK_CANCELLED' : 'ok')),
+      );
+      const rows = await t.query<{ task_id: string }>('SELECT task_id FROM {{schema}}.bouncer_effects');
+      expect(rows.map((r) => r.task_id).sort()).toEqual(
+        handles
+          .filter((_, n) => n % 10 !== 9)
+          .map((h) => h.id)
+          .sort(),
+      );
+    } finally {
+      await worker.stop();
+    }
+  });
+
   it(
     'passes the fault suite (short mode, smaller) with the workers behind PgBouncer',
     { timeout: 170_000 },
