@@ -236,6 +236,45 @@ export const WorkflowLock = statement<{ id: string; waitForFlush: boolean }, Wor
   ({ id, waitForFlush }) => [id, waitForFlush],
 );
 
+/** What the server-side step did to one workflow, and what it left to the caller. */
+export interface WorkflowStepRow {
+  workflow_id: string;
+  /** The workflow's status after the step (null: no such workflow). */
+  status: WorkflowStatus | null;
+  /** Nodes that turned terminal (settled from their tasks, or skipped). */
+  settled: number;
+  /** Nodes enqueued. */
+  enqueued: number;
+  /** True when nothing was done: the caller runs the whole step (a paused workflow, or one that pauses on error). */
+  fallback: boolean;
+  /** Subworkflow and wait nodes that became READY: the caller starts them. */
+  ready: number[];
+  /** A child workflow that ended in this step: the parent's node that runs it. */
+  parent_id: string | null;
+  parent_node: number | null;
+}
+
+/**
+ * The workflow step of many workflows in one round trip (routines/horsies_workflow_step.sql): each workflow
+ * locked (in id order), its named nodes settled, the dependents evaluated with the skip cascade, the READY task
+ * nodes enqueued with their inputs resolved, and the workflow advanced or finished (notified on `channel`). With
+ * `waitForFlush` false the commit does not wait for the WAL flush (see {@link WorkflowLock}).
+ */
+export const WorkflowStepMany = statement<
+  { steps: { workflowId: string; nodes: number[] }[]; channel: string; waitForFlush: boolean },
+  WorkflowStepRow
+>(
+  'WorkflowStepMany',
+  `SELECT * FROM {{schema}}.horsies_workflow_step($1::text[], $2::int[], $3::text, $4::bool)`,
+  ({ steps, channel, waitForFlush }) => {
+    // One entry per node; a workflow named without nodes is one entry with a null node.
+    const pairs = steps.flatMap((s): [string, number | null][] =>
+      s.nodes.length === 0 ? [[s.workflowId, null]] : s.nodes.map((n) => [s.workflowId, n]),
+    );
+    return [pairs.map((p) => p[0]), pairs.map((p) => p[1]), channel, waitForFlush];
+  },
+);
+
 /** A node that just turned terminal. */
 export interface SettledNodeRow {
   node_index: number;

@@ -42,6 +42,7 @@ import {
   WorkflowNodeSettle,
   WorkflowNodeSettleAll,
   WorkflowNodeSummaries,
+  WorkflowStepMany,
   WorkflowWithdrawPending,
 } from '../db/workflows.js';
 import type {
@@ -50,6 +51,7 @@ import type {
   WorkflowNodeStatus,
   WorkflowRow,
   WorkflowStatus,
+  WorkflowStepRow,
 } from '../db/workflows.js';
 import { WorkflowNodeStartWaits } from '../db/waits.js';
 import type { JsonValue } from '../types.js';
@@ -111,6 +113,11 @@ export interface StepOptions {
   /** Nodes known to be READY without a task (a start's roots), enqueued by this step. */
   ready?: ReadyNode[];
   /**
+   * Subworkflow and wait nodes the server-side step left READY: read again under the lock (another step may have
+   * started them meanwhile) and started by this step.
+   */
+  readyIndexes?: number[];
+  /**
    * Whether the commit waits for the WAL flush (default true). Only a step that follows written outcomes may
    * skip it: a server crash that undoes such a step leaves the outcomes, and recovery redoes the step. A start,
    * a control operation or a step in a caller's transaction must be durable once it returns.
@@ -119,10 +126,24 @@ export interface StepOptions {
 }
 
 /**
- * Runs the step for one workflow in its own transaction; when that ended a child workflow, its parent steps
- * next (in its own transaction).
+ * Runs the step for one workflow; when that ended a child workflow, its parent steps next (in its own
+ * transaction). A step that names its nodes runs on the server ({@link stepWorkflows}); a repair, or a step given
+ * READY nodes, runs here in one transaction.
  */
 export async function stepWorkflow(
+  db: Database,
+  workflowId: string,
+  options: StepOptions,
+): Promise<StepResult> {
+  if (options.nodes !== null && !options.repair && !options.ready?.length && !options.readyIndexes) {
+    const results = await stepWorkflows(db, new Map([[workflowId, options.nodes]]), options);
+    return results.get(workflowId) ?? { settled: 0, enqueued: 0, status: null, parent: null };
+  }
+  return stepInTransaction(db, workflowId, options);
+}
+
+/** {@link step} in a transaction of its own; then the parent of a child workflow that ended. */
+async function stepInTransaction(
   db: Database,
   workflowId: string,
   options: StepOptions,
@@ -130,6 +151,72 @@ export async function stepWorkflow(
   const result = await db.transaction((tx) => step(db, tx, workflowId, options));
   if (result.parent) await stepParent(db, result.parent, options.children);
   return result;
+}
+
+/**
+ * Steps many workflows, each named with its nodes whose tasks ended: one round trip to the server-side step
+ * ({@link stepOnServer}), then, per workflow, what it left here ({@link followUp}).
+ */
+export async function stepWorkflows(
+  db: Database,
+  batch: ReadonlyMap<string, number[]>,
+  options: Pick<StepOptions, 'children' | 'waitForFlush'> = {},
+): Promise<Map<string, StepResult>> {
+  const results = new Map<string, StepResult>();
+  for (const row of await stepOnServer(db, batch, options.waitForFlush ?? true)) {
+    results.set(row.workflow_id, await followUp(db, row, batch.get(row.workflow_id) ?? [], options));
+  }
+  return results;
+}
+
+/**
+ * The server-side step of a batch (routines/horsies_workflow_step.sql): for each workflow, in one transaction
+ * and one round trip, what {@link step} does for nodes that ended, except what runs the app's code or locks a
+ * workflow's children (see {@link WorkflowStepRow}).
+ */
+export function stepOnServer(
+  db: Database,
+  batch: ReadonlyMap<string, number[]>,
+  waitForFlush: boolean,
+): Promise<WorkflowStepRow[]> {
+  return db.run(WorkflowStepMany, {
+    steps: [...batch].map(([workflowId, nodes]) => ({ workflowId, nodes })),
+    channel: channels.workflowDone(db.schema),
+    waitForFlush,
+  });
+}
+
+/**
+ * Does what the server-side step left for one workflow: the whole step for a workflow it did not take (paused,
+ * or pausing on error), the start of the subworkflow and wait nodes it left READY, and the step of the parent of
+ * a child workflow that ended.
+ */
+export async function followUp(
+  db: Database,
+  row: WorkflowStepRow,
+  nodes: number[],
+  options: Pick<StepOptions, 'children' | 'waitForFlush'>,
+): Promise<StepResult> {
+  const { children, waitForFlush } = options;
+  if (row.fallback) return stepInTransaction(db, row.workflow_id, { nodes, children, waitForFlush });
+  if (row.ready.length > 0) {
+    const more = await stepInTransaction(db, row.workflow_id, {
+      nodes: [],
+      readyIndexes: row.ready,
+      children,
+      waitForFlush,
+    });
+    return {
+      settled: row.settled + more.settled,
+      enqueued: row.enqueued + more.enqueued,
+      status: more.status,
+      parent: more.parent,
+    };
+  }
+  const parent =
+    row.parent_id !== null && row.parent_node !== null ? { id: row.parent_id, node: row.parent_node } : null;
+  if (parent) await stepParent(db, parent, children);
+  return { settled: row.settled, enqueued: row.enqueued, status: row.status, parent };
 }
 
 /** Steps the parent of a child workflow that ended: its node takes the child's outcome. */
@@ -145,20 +232,23 @@ export async function stepParent(
  * Follows written outcomes: every workflow with a node among them takes a step. Steps of one workflow never run
  * side by side here: nodes that finish while a step of their workflow is under way wait for it and go together
  * into the next one, so a wide workflow whose tasks finish in many small batches takes a few large steps rather
- * than queueing many small ones on its row lock. A few workflows step at once. Retries (status PENDING) are not
- * outcomes of a node and are skipped. A transient failure is retried a few times; a step that still fails is
- * left to the recovery pass and reported through `onError`.
+ * than queueing many small ones on its row lock. The workflows waiting go to the server-side step together, up
+ * to `batchSize` in one round trip, a few round trips at once. Retries (status PENDING) are not outcomes of a
+ * node and are skipped. A transient failure is retried a few times; a step that still fails is left to the
+ * recovery pass and reported through `onError`.
  */
 export class WorkflowStepper {
   private readonly waiting = new Map<string, Set<number>>();
   private readonly stepping = new Set<string>();
   private readonly idleWaiters: (() => void)[] = [];
+  private calls = 0;
 
   constructor(
     private readonly db: Database,
     private readonly onError: (workflowId: string, error: unknown) => void,
     private readonly children?: ChildWorkflows,
     private readonly lanes = 4,
+    private readonly batchSize = 64,
   ) {}
 
   /** Queues the nodes of written outcomes for a step of their workflows. */
@@ -179,24 +269,47 @@ export class WorkflowStepper {
   }
 
   private pump(): void {
-    for (const [id, nodes] of this.waiting) {
-      if (this.stepping.size >= this.lanes) return;
-      if (this.stepping.has(id)) continue;
-      this.waiting.delete(id);
-      this.stepping.add(id);
-      // Follows outcomes already flushed: a crash that undoes this step is repaired by recovery.
-      void withRetries(() =>
-        stepWorkflow(this.db, id, { nodes: [...nodes], children: this.children, waitForFlush: false }),
-      )
-        .catch((error: unknown) => this.onError(id, error))
-        .finally(() => {
-          this.stepping.delete(id);
-          this.pump();
-          if (this.waiting.size === 0 && this.stepping.size === 0) {
-            for (const resolve of this.idleWaiters.splice(0)) resolve();
-          }
-        });
+    while (this.calls < this.lanes) {
+      const batch = new Map<string, number[]>();
+      for (const [id, nodes] of this.waiting) {
+        if (this.stepping.has(id)) continue;
+        batch.set(id, [...nodes]);
+        if (batch.size >= this.batchSize) break;
+      }
+      if (batch.size === 0) return;
+      for (const id of batch.keys()) {
+        this.waiting.delete(id);
+        this.stepping.add(id);
+      }
+      this.calls += 1;
+      void this.run(batch).finally(() => {
+        this.calls -= 1;
+        for (const id of batch.keys()) this.stepping.delete(id);
+        this.pump();
+        if (this.waiting.size === 0 && this.stepping.size === 0) {
+          for (const resolve of this.idleWaiters.splice(0)) resolve();
+        }
+      });
     }
+  }
+
+  private async run(batch: Map<string, number[]>): Promise<void> {
+    // Follows outcomes already flushed: a crash that undoes this step is repaired by recovery.
+    const options = { children: this.children, waitForFlush: false };
+    let rows: WorkflowStepRow[];
+    try {
+      rows = await withRetries(() => stepOnServer(this.db, batch, false));
+    } catch (error) {
+      for (const id of batch.keys()) this.onError(id, error);
+      return;
+    }
+    await Promise.all(
+      rows.map((row) =>
+        withRetries(() => followUp(this.db, row, batch.get(row.workflow_id) ?? [], options)).catch(
+          (error: unknown) => this.onError(row.workflow_id, error),
+        ),
+      ),
+    );
   }
 }
 
@@ -275,10 +388,13 @@ export async function step(
     const pending = await db.run(WorkflowNodeRecount, { workflowId }, tx);
     await cascade(new Map(pending.map((n) => [n.node_index, { completed: 0, failed: 0, skipped: 0 }])));
   } else await cascade(bumpsFrom(settled));
-  if (options.repair && evaluate) {
+  if ((options.repair || options.readyIndexes) && evaluate) {
     const queued = new Set(ready.map((r) => r.node_index));
+    const wanted = options.repair ? null : new Set(options.readyIndexes);
     ready.push(
-      ...(await db.run(WorkflowNodeListReady, { workflowId }, tx)).filter((r) => !queued.has(r.node_index)),
+      ...(await db.run(WorkflowNodeListReady, { workflowId }, tx)).filter(
+        (r) => !queued.has(r.node_index) && (wanted === null || wanted.has(r.node_index)),
+      ),
     );
   }
   let enqueued = 0;

@@ -1,0 +1,484 @@
+-- The workflow step of a batch of finished tasks, in one round trip (see src/workflow/step.ts). The workflows are
+-- locked in id order; then each, on its own: its named nodes settled from their tasks (or child workflows, or
+-- deliveries and timers), the dependents' counters bumped and their join rules applied (skips cascade), the nodes
+-- that became READY enqueued (node rows linked, task rows inserted, inputs resolved from the upstream results as
+-- src/workflow/wiring.ts resolves them), and the workflow advanced or finished (its result or first failure, and
+-- the notification on p_channel). One row per workflow tells the caller what is left to it:
+--   fallback: nothing was done (a PAUSED workflow, or one that pauses on error); the caller runs the whole step;
+--   ready: subworkflow and wait nodes left READY, which the caller starts (it runs the app's code);
+--   parent_id, parent_node: a child workflow that ended; its parent's node steps next.
+-- p_workflow_ids and p_nodes are parallel (one entry per finished node; a null node names a workflow only). With
+-- p_wait_for_flush false the commit does not wait for the WAL flush: the outcomes this follows were flushed, and
+-- the recovery pass redoes a step that a server crash undid.
+CREATE OR REPLACE FUNCTION {{schema}}.horsies_workflow_step(p_workflow_ids text[], p_nodes integer[], p_channel text, p_wait_for_flush boolean)
+ RETURNS TABLE(workflow_id character varying, status character varying, settled integer, enqueued integer, fallback boolean, ready integer[], parent_id character varying, parent_node integer)
+ LANGUAGE plpgsql
+ SET plan_cache_mode TO 'force_generic_plan'
+ SET enable_seqscan TO 'off'
+ SET enable_hashjoin TO 'off'
+ SET enable_mergejoin TO 'off'
+AS $function$
+#variable_conflict use_column
+DECLARE
+  v_id text;
+  v_nodes integer[];
+  w {{schema}}.horsies_workflows%ROWTYPE;
+  v_terminal integer;
+  v_skipped integer;
+  v_b_idx integer[];
+  v_b_c integer[];
+  v_b_f integer[];
+  v_b_s integer[];
+  v_new_tasks integer[];
+  v_new_other integer[];
+  v_ready_tasks integer[];
+  v_ready_other integer[];
+  v_enqueued integer;
+  v_e_idx integer[];
+  v_e_ids text[];
+  v_e_kwargs jsonb[];
+  v_ms bigint;
+  v_k integer;
+  v_rand text;
+  v_hex text;
+  r record;
+  v_ref jsonb;
+  v_value jsonb;
+  v_resolved jsonb;
+  v_up_status text;
+  v_up_result jsonb;
+  v_path jsonb;
+  v_step jsonb;
+  v_len integer;
+  v_chain jsonb[];
+  v_cont jsonb;
+  v_i integer;
+  v_done integer;
+  v_total integer;
+  v_policy jsonb;
+  v_success boolean;
+  v_culprit_id text;
+  v_culprit_status text;
+  v_culprit_result jsonb;
+  v_culprit_found boolean;
+  v_output_id text;
+  v_output_status text;
+  v_output_result jsonb;
+  v_output_found boolean;
+  v_outcome jsonb;
+  v_final text;
+BEGIN
+  IF NOT p_wait_for_flush THEN
+    PERFORM set_config('synchronous_commit', 'off', true);
+  END IF;
+  -- Every workflow of the batch, locked in id order (as a cancel or a pause locks a tree's children).
+  PERFORM 1 FROM {{schema}}.horsies_workflows x WHERE x.id = ANY (p_workflow_ids) ORDER BY x.id FOR UPDATE;
+  FOR v_id, v_nodes IN
+    SELECT i.wid, coalesce(array_agg(DISTINCT i.node) FILTER (WHERE i.node IS NOT NULL), '{}')
+    FROM unnest(p_workflow_ids, p_nodes) AS i(wid, node)
+    GROUP BY i.wid
+  LOOP
+    workflow_id := v_id;
+    status := NULL;
+    settled := 0;
+    enqueued := 0;
+    fallback := false;
+    ready := '{}';
+    parent_id := NULL;
+    parent_node := NULL;
+    SELECT * INTO w FROM {{schema}}.horsies_workflows x WHERE x.id = v_id;
+    IF NOT FOUND THEN
+      RETURN NEXT;
+      CONTINUE;
+    END IF;
+    status := w.status;
+    IF w.status IN ('COMPLETED', 'FAILED') THEN
+      RETURN NEXT;
+      CONTINUE;
+    END IF;
+    IF w.status NOT IN ('RUNNING', 'CANCELLED') OR (w.status = 'RUNNING' AND w.on_error = 'pause') THEN
+      -- A paused workflow gives back tasks that never ran; one that pauses on error pauses its tree: the caller's.
+      fallback := true;
+      RETURN NEXT;
+      CONTINUE;
+    END IF;
+
+    -- Settles the named nodes whose task (child workflow, wait) ended: WorkflowNodeSettle in src/db/workflows.ts.
+    WITH source AS (
+      SELECT n.node_key, n.subworkflow IS NOT NULL AS nested, t.id AS task_found, t.status AS task_status,
+             t.result AS task_result, c.id AS child_found, c.status AS child_status, c.result AS child_result,
+             n.wait_kind, n.wait_name, n.wait_timeout_ms, g.payload AS signal_payload
+      FROM {{schema}}.horsies_workflow_tasks n
+      LEFT JOIN {{schema}}.horsies_tasks t ON t.id = n.task_id
+      LEFT JOIN {{schema}}.horsies_workflows c ON c.id = n.child_workflow_id
+      LEFT JOIN LATERAL (
+        SELECT sg.payload FROM {{schema}}.horsies_workflow_signals sg
+        WHERE n.wait_kind = 'signal' AND n.status = 'RUNNING'
+          AND sg.workflow_id = n.workflow_id AND sg.node_index = n.node_index
+        ORDER BY sg.seq LIMIT 1) g ON true
+      WHERE n.node_key = ANY (ARRAY(SELECT v_id || ':' || i FROM unnest(v_nodes) i))
+        AND n.status IN ('ENQUEUED', 'RUNNING')
+        AND CASE WHEN n.wait_kind IS NOT NULL
+                 THEN n.status = 'RUNNING' AND (g.payload IS NOT NULL OR n.wait_due_at <= now())
+                 WHEN n.subworkflow IS NULL
+                 THEN t.id IS NULL OR t.status IN ('COMPLETED', 'FAILED', 'CANCELLED', 'EXPIRED')
+                 ELSE c.id IS NULL OR c.status IN ('COMPLETED', 'FAILED', 'CANCELLED') END
+    ), decided AS (
+      SELECT s.node_key,
+             CASE
+               WHEN s.wait_kind = 'signal' AND s.signal_payload IS NOT NULL
+                 THEN jsonb_build_object('ok', s.signal_payload)
+               WHEN s.wait_kind = 'signal' THEN jsonb_build_object('err', jsonb_build_object(
+                 'code', 'WAIT_TIMEOUT',
+                 'message', 'no signal "' || s.wait_name || '" came within ' || s.wait_timeout_ms || ' ms'))
+               WHEN s.wait_kind = 'sleep' THEN jsonb_build_object('ok', 'null'::jsonb)
+               WHEN s.nested AND s.child_status = 'COMPLETED' AND s.child_result ? 'ok' THEN s.child_result
+               WHEN s.nested THEN jsonb_build_object('err', jsonb_build_object(
+                 'code', 'SUBWORKFLOW_FAILED',
+                 'message', CASE WHEN s.child_found IS NULL THEN 'the child workflow of this node no longer exists'
+                                 ELSE 'child workflow ' || s.child_found || ' ended ' || s.child_status END,
+                 'data', jsonb_build_object(
+                   'workflowId', s.child_found,
+                   'status', s.child_status,
+                   'nodes', (SELECT jsonb_object_agg(k.status, k.count) FROM (
+                               SELECT cn.status, count(*) AS count FROM {{schema}}.horsies_workflow_tasks cn
+                               WHERE cn.workflow_id = s.child_found GROUP BY cn.status) k),
+                   'error', s.child_result -> 'err')))
+               WHEN s.task_found IS NULL THEN jsonb_build_object('err', jsonb_build_object(
+                 'code', 'TASK_NOT_FOUND', 'message', 'the task of this node no longer exists'))
+               WHEN s.task_status = 'COMPLETED' AND s.task_result ? 'ok' THEN s.task_result
+               WHEN s.task_status = 'COMPLETED' THEN jsonb_build_object('err', jsonb_build_object(
+                 'code', 'RESULT_NOT_AVAILABLE', 'message', 'the task completed but no result is stored'))
+               WHEN s.task_result ? 'err' THEN s.task_result
+               ELSE jsonb_build_object('err', jsonb_build_object(
+                 'code', CASE s.task_status WHEN 'CANCELLED' THEN 'TASK_CANCELLED'
+                                            WHEN 'EXPIRED' THEN 'TASK_EXPIRED' ELSE 'WORKER_CRASHED' END,
+                 'message', 'the task ended ' || s.task_status || ' without a stored error'))
+             END AS result
+      FROM source s
+    ), settled_nodes AS (
+      UPDATE {{schema}}.horsies_workflow_tasks n
+      SET status = CASE WHEN d.result ? 'ok' THEN 'COMPLETED' ELSE 'FAILED' END,
+          result = d.result,
+          error_code = d.result -> 'err' ->> 'code',
+          completed_at = now(),
+          updated_at = now()
+      FROM decided d
+      WHERE n.node_key = d.node_key
+      RETURNING n.node_index, n.status, n.dependents
+    ), bumps AS (
+      SELECT e.dep,
+             count(*) FILTER (WHERE s.status = 'COMPLETED')::int AS c,
+             count(*) FILTER (WHERE s.status = 'FAILED')::int AS f
+      FROM settled_nodes s, unnest(s.dependents) AS e(dep)
+      GROUP BY e.dep
+    )
+    SELECT (SELECT count(*)::int FROM settled_nodes),
+           coalesce(array_agg(b.dep ORDER BY b.dep), '{}'), coalesce(array_agg(b.c ORDER BY b.dep), '{}'),
+           coalesce(array_agg(b.f ORDER BY b.dep), '{}')
+    INTO v_terminal, v_b_idx, v_b_c, v_b_f
+    FROM bumps b;
+    v_b_s := array_fill(0, ARRAY[cardinality(v_b_idx)]);
+
+    IF w.status = 'CANCELLED' THEN
+      -- Runs that still ended after the cancel keep their outcome on their node; nothing else moves.
+      IF v_terminal > 0 THEN
+        UPDATE {{schema}}.horsies_workflows x
+        SET nodes_terminal = x.nodes_terminal + v_terminal, updated_at = now()
+        WHERE x.id = v_id;
+      END IF;
+      settled := v_terminal;
+      RETURN NEXT;
+      CONTINUE;
+    END IF;
+
+    -- The dependents learn the outcomes; their join rules decide (WorkflowNodeEvaluate); skips cascade.
+    v_ready_tasks := '{}';
+    v_ready_other := '{}';
+    WHILE cardinality(v_b_idx) > 0 LOOP
+      WITH bump AS (
+        SELECT * FROM unnest(v_b_idx, v_b_c, v_b_f, v_b_s) AS b(node_index, completed, failed, skipped)
+      ), counted AS (
+        SELECT n.node_key, n.node_index, n.status AS old_status, n.join_rule, n.min_success, n.allow_failed_deps,
+               cardinality(n.dependencies) AS total,
+               n.deps_completed + b.completed AS c, n.deps_failed + b.failed AS f, n.deps_skipped + b.skipped AS s
+        FROM bump b JOIN {{schema}}.horsies_workflow_tasks n ON n.node_key = v_id || ':' || b.node_index
+      ), decided AS (
+        SELECT k.*,
+               CASE
+                 WHEN k.old_status <> 'PENDING' THEN k.old_status
+                 WHEN k.join_rule = 'all' THEN
+                   CASE WHEN k.c + k.f + k.s < k.total THEN 'PENDING'
+                        WHEN k.f + k.s > 0 AND NOT k.allow_failed_deps THEN 'SKIPPED'
+                        ELSE 'READY' END
+                 WHEN k.join_rule = 'any' THEN
+                   CASE WHEN k.c >= 1 THEN 'READY' WHEN k.c + k.f + k.s = k.total THEN 'SKIPPED' ELSE 'PENDING' END
+                 ELSE
+                   CASE WHEN k.c >= k.min_success THEN 'READY'
+                        WHEN k.total - k.f - k.s < k.min_success THEN 'SKIPPED'
+                        ELSE 'PENDING' END
+               END AS new_status
+        FROM counted k
+      ), evaluated AS (
+        UPDATE {{schema}}.horsies_workflow_tasks n
+        SET deps_completed = d.c, deps_failed = d.f, deps_skipped = d.s, status = d.new_status,
+            completed_at = CASE WHEN d.new_status = 'SKIPPED' AND d.old_status <> 'SKIPPED' THEN now()
+                                ELSE n.completed_at END,
+            result = CASE WHEN d.new_status = 'SKIPPED' AND d.old_status <> 'SKIPPED'
+                          THEN jsonb_build_object('err', jsonb_build_object(
+                            'code', 'UPSTREAM_SKIPPED', 'message', 'its dependencies did not meet its join rule'))
+                          ELSE n.result END,
+            error_code = CASE WHEN d.new_status = 'SKIPPED' AND d.old_status <> 'SKIPPED' THEN 'UPSTREAM_SKIPPED'
+                              ELSE n.error_code END,
+            updated_at = now()
+        FROM decided d
+        WHERE n.node_key = d.node_key
+        RETURNING n.node_index, n.status, n.status <> d.old_status AS changed, n.dependents,
+                  n.subworkflow IS NOT NULL OR n.wait_kind IS NOT NULL AS started_by_caller
+      ), next_bumps AS (
+        SELECT e.dep, count(*)::int AS s
+        FROM evaluated v, unnest(v.dependents) AS e(dep)
+        WHERE v.changed AND v.status = 'SKIPPED'
+        GROUP BY e.dep
+      )
+      SELECT (SELECT count(*)::int FROM evaluated v WHERE v.changed AND v.status = 'SKIPPED'),
+             (SELECT coalesce(array_agg(v.node_index), '{}') FROM evaluated v
+              WHERE v.changed AND v.status = 'READY' AND NOT v.started_by_caller),
+             (SELECT coalesce(array_agg(v.node_index), '{}') FROM evaluated v
+              WHERE v.changed AND v.status = 'READY' AND v.started_by_caller),
+             coalesce(array_agg(x.dep ORDER BY x.dep), '{}'), coalesce(array_agg(x.s ORDER BY x.dep), '{}')
+      INTO v_skipped, v_new_tasks, v_new_other, v_b_idx, v_b_s
+      FROM next_bumps x;
+      v_b_c := array_fill(0, ARRAY[cardinality(v_b_idx)]);
+      v_b_f := v_b_c;
+      v_terminal := v_terminal + v_skipped;
+      v_ready_tasks := v_ready_tasks || v_new_tasks;
+      v_ready_other := v_ready_other || v_new_other;
+    END LOOP;
+
+    -- The READY task nodes: inputs resolved (resolveRefs of src/workflow/wiring.ts, kinds result and outcome),
+    -- then linked and inserted in one statement (WorkflowNodeEnqueue).
+    v_enqueued := 0;
+    IF cardinality(v_ready_tasks) > 0 THEN
+      v_e_idx := '{}';
+      v_e_ids := '{}';
+      v_e_kwargs := '{}';
+      v_ms := floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint;
+      v_hex := lpad(to_hex(v_ms), 12, '0');
+      v_k := 0;
+      FOR r IN
+        SELECT n.node_index, n.input_template FROM {{schema}}.horsies_workflow_tasks n
+        WHERE n.node_key = ANY (ARRAY(SELECT v_id || ':' || i FROM unnest(v_ready_tasks) i)) AND n.status = 'READY'
+        ORDER BY n.node_index
+      LOOP
+        v_value := coalesce(r.input_template -> 'static', 'null'::jsonb);
+        FOR v_ref IN
+          SELECT e.value FROM jsonb_array_elements(coalesce(r.input_template -> 'refs', '[]'::jsonb))
+            WITH ORDINALITY AS e(value, ord)
+          WHERE e.value ->> 'kind' IN ('result', 'outcome')
+          ORDER BY e.ord
+        LOOP
+          v_up_status := NULL;
+          v_up_result := NULL;
+          SELECT u.status, u.result INTO v_up_status, v_up_result FROM {{schema}}.horsies_workflow_tasks u
+          WHERE u.node_key = v_id || ':' || (v_ref ->> 'node');
+          IF v_ref ->> 'kind' = 'outcome' THEN
+            -- outcomeOf: the upstream's TaskResult.
+            v_resolved := CASE
+              WHEN v_up_status = 'COMPLETED' AND jsonb_typeof(v_up_result) = 'object' AND v_up_result ? 'ok'
+                THEN jsonb_build_object('ok', true, 'value', coalesce(v_up_result -> 'ok', 'null'::jsonb))
+              WHEN v_up_status = 'COMPLETED' THEN jsonb_build_object('ok', false, 'error', jsonb_build_object(
+                'code', 'RESULT_NOT_AVAILABLE', 'message', 'the node completed without a result'))
+              WHEN v_up_status IN ('FAILED', 'SKIPPED') THEN jsonb_build_object('ok', false, 'error', coalesce(
+                nullif(v_up_result -> 'err', 'null'::jsonb),
+                jsonb_build_object('code', 'RESULT_NOT_AVAILABLE', 'message', 'the node ended ' || v_up_status)))
+              ELSE jsonb_build_object('ok', false, 'error', jsonb_build_object(
+                'code', 'RESULT_NOT_AVAILABLE', 'message', 'the node has not finished'))
+            END;
+          ELSIF v_up_status = 'COMPLETED' THEN
+            -- readPath into the ok value: a missing step, or a step into a scalar, reads nothing (null).
+            v_resolved := v_up_result -> 'ok';
+            FOR v_step IN
+              SELECT e.value FROM jsonb_array_elements(coalesce(v_ref -> 'from', '[]'::jsonb))
+                WITH ORDINALITY AS e(value, ord)
+              ORDER BY e.ord
+            LOOP
+              EXIT WHEN v_resolved IS NULL;
+              v_resolved := CASE jsonb_typeof(v_resolved)
+                WHEN 'object' THEN v_resolved -> (v_step #>> '{}')
+                WHEN 'array' THEN CASE WHEN (v_step #>> '{}') ~ '^(0|[1-9][0-9]{0,8})$'
+                                       THEN v_resolved -> (v_step #>> '{}')::int END
+              END;
+            END LOOP;
+          ELSE
+            v_resolved := NULL;
+          END IF;
+          v_resolved := coalesce(v_resolved, 'null'::jsonb);
+          -- writePath: containers made on the way (an array for an index step, else an object).
+          v_path := coalesce(v_ref -> 'to', '[]'::jsonb);
+          v_len := jsonb_array_length(v_path);
+          IF v_len = 0 THEN
+            v_value := v_resolved;
+          ELSE
+            v_chain := ARRAY[v_value];
+            FOR v_i IN 1 .. v_len - 1 LOOP
+              v_step := v_path -> (v_i - 1);
+              v_cont := CASE WHEN jsonb_typeof(v_chain[v_i]) IN ('object', 'array') THEN v_chain[v_i]
+                             WHEN jsonb_typeof(v_step) = 'number' THEN '[]'::jsonb ELSE '{}'::jsonb END;
+              v_chain := array_append(v_chain, coalesce(CASE jsonb_typeof(v_cont)
+                WHEN 'object' THEN v_cont -> (v_step #>> '{}')
+                ELSE CASE WHEN (v_step #>> '{}') ~ '^(0|[1-9][0-9]{0,8})$' THEN v_cont -> (v_step #>> '{}')::int END
+              END, 'null'::jsonb));
+            END LOOP;
+            FOR v_i IN REVERSE v_len .. 1 LOOP
+              v_step := v_path -> (v_i - 1);
+              v_cont := CASE WHEN jsonb_typeof(v_chain[v_i]) IN ('object', 'array') THEN v_chain[v_i]
+                             WHEN jsonb_typeof(v_step) = 'number' THEN '[]'::jsonb ELSE '{}'::jsonb END;
+              IF jsonb_typeof(v_cont) = 'object' THEN
+                v_resolved := v_cont || jsonb_build_object(v_step #>> '{}', v_resolved);
+              ELSIF (v_step #>> '{}') ~ '^(0|[1-9][0-9]{0,8})$' THEN
+                IF (v_step #>> '{}')::int < jsonb_array_length(v_cont) THEN
+                  v_resolved := jsonb_set(v_cont, ARRAY[v_step #>> '{}'], v_resolved);
+                ELSE
+                  -- Past the end: the holes between are nulls, as JSON writes a sparse array.
+                  v_resolved := v_cont
+                    || (SELECT coalesce(jsonb_agg('null'::jsonb), '[]'::jsonb)
+                        FROM generate_series(1, (v_step #>> '{}')::int - jsonb_array_length(v_cont)))
+                    || jsonb_build_array(v_resolved);
+                END IF;
+              ELSE
+                -- A named property of an array: JSON keeps none.
+                v_resolved := v_cont;
+              END IF;
+            END LOOP;
+            v_value := v_resolved;
+          END IF;
+        END LOOP;
+        -- A version 7 UUID: the time in ms, then a counter within this call, then random bits.
+        v_rand := replace(gen_random_uuid()::text, '-', '');
+        v_e_idx := array_append(v_e_idx, r.node_index);
+        v_e_ids := array_append(v_e_ids, substr(v_hex, 1, 8) || '-' || substr(v_hex, 9, 4) || '-7'
+          || lpad(to_hex(v_k % 4096), 3, '0') || '-' || substr(v_rand, 17, 4) || '-' || substr(v_rand, 21, 12));
+        v_e_kwargs := array_append(v_e_kwargs, v_value);
+        v_k := v_k + 1;
+      END LOOP;
+      WITH input AS (
+        SELECT * FROM unnest(v_e_idx, v_e_ids, v_e_kwargs) AS i(node_index, task_id, kwargs)
+      ), linked AS (
+        UPDATE {{schema}}.horsies_workflow_tasks n
+        SET status = 'ENQUEUED', task_id = i.task_id, enqueued_at = now(), updated_at = now()
+        FROM input i
+        WHERE n.node_key = v_id || ':' || i.node_index AND n.status = 'READY' AND n.subworkflow IS NULL
+          AND n.wait_kind IS NULL
+        RETURNING n.node_index, n.node_id, n.task_id, n.task_name, n.queue_name, n.priority, n.max_retries,
+                  n.task_options, n.good_until, i.kwargs
+      ), inserted AS (
+        INSERT INTO {{schema}}.horsies_tasks
+          (id, task_name, queue_name, priority, kwargs, status, enqueued_at, good_until, max_retries, task_options,
+           workflow_id, workflow_node, workflow_node_id, trace_context)
+        SELECT l.task_id, l.task_name, l.queue_name, l.priority, l.kwargs, 'PENDING', now(), l.good_until,
+               l.max_retries, l.task_options, v_id, l.node_index, l.node_id, w.trace_context
+        FROM linked l
+        RETURNING 1
+      )
+      SELECT count(*)::int INTO v_enqueued FROM linked;
+    END IF;
+    enqueued := v_enqueued;
+    ready := v_ready_other;
+    settled := v_terminal;
+    IF v_terminal = 0 THEN
+      RETURN NEXT;
+      CONTINUE;
+    END IF;
+
+    UPDATE {{schema}}.horsies_workflows x
+    SET nodes_terminal = x.nodes_terminal + v_terminal, updated_at = now()
+    WHERE x.id = v_id
+    RETURNING x.nodes_terminal, x.nodes_total INTO v_done, v_total;
+    IF v_done < v_total THEN
+      RETURN NEXT;
+      CONTINUE;
+    END IF;
+
+    -- Every node is terminal: the workflow ends once (decideOutcome in src/workflow/step.ts). Success: no failed
+    -- node, or with a success policy some case whose nodes all completed (optional nodes never count).
+    v_policy := CASE WHEN jsonb_typeof(w.success_policy) = 'object' THEN w.success_policy END;
+    SELECT n.node_id, n.status, n.result INTO v_culprit_id, v_culprit_status, v_culprit_result FROM {{schema}}.horsies_workflow_tasks n
+    WHERE n.workflow_id = v_id AND n.status = 'FAILED'
+      AND NOT coalesce(v_policy -> 'optional' @> to_jsonb(n.node_index), false)
+    ORDER BY n.completed_at NULLS LAST, n.node_index
+    LIMIT 1;
+    v_culprit_found := FOUND;
+    IF v_policy IS NULL THEN
+      v_success := NOT v_culprit_found;
+    ELSE
+      v_success := EXISTS (
+        SELECT 1 FROM jsonb_array_elements(v_policy -> 'cases') AS pc(nodes)
+        WHERE NOT EXISTS (
+          SELECT 1 FROM jsonb_array_elements(pc.nodes) AS pn(node)
+          WHERE NOT EXISTS (
+            SELECT 1 FROM {{schema}}.horsies_workflow_tasks n
+            WHERE n.node_key = v_id || ':' || (pn.node #>> '{}') AND n.status = 'COMPLETED')));
+    END IF;
+    v_output_found := false;
+    IF w.output_index IS NOT NULL THEN
+      SELECT n.node_id, n.status, n.result INTO v_output_id, v_output_status, v_output_result FROM {{schema}}.horsies_workflow_tasks n
+      WHERE n.node_key = v_id || ':' || w.output_index;
+      v_output_found := FOUND;
+    END IF;
+    IF v_success AND v_output_found AND v_output_status = 'COMPLETED' THEN
+      v_outcome := jsonb_build_object('ok', coalesce(v_output_result -> 'ok', 'null'::jsonb));
+    ELSIF v_success AND w.output_index IS NULL THEN
+      -- The outcomes of the terminal nodes (nobody's dependency), by node id.
+      v_outcome := jsonb_build_object('ok', coalesce((
+        SELECT jsonb_object_agg(n.node_id, CASE
+          WHEN n.status = 'COMPLETED' AND jsonb_typeof(n.result) = 'object' AND n.result ? 'ok'
+            THEN jsonb_build_object('ok', true, 'value', coalesce(n.result -> 'ok', 'null'::jsonb))
+          WHEN n.status = 'COMPLETED' THEN jsonb_build_object('ok', false, 'error', jsonb_build_object(
+            'code', 'RESULT_NOT_AVAILABLE', 'message', 'the node completed without a result'))
+          WHEN n.status IN ('FAILED', 'SKIPPED') THEN jsonb_build_object('ok', false, 'error', coalesce(
+            nullif(n.result -> 'err', 'null'::jsonb),
+            jsonb_build_object('code', 'RESULT_NOT_AVAILABLE', 'message', 'the node ended ' || n.status)))
+          ELSE jsonb_build_object('ok', false, 'error', jsonb_build_object(
+            'code', 'RESULT_NOT_AVAILABLE', 'message', 'the node has not finished'))
+        END)
+        FROM {{schema}}.horsies_workflow_tasks n
+        WHERE n.workflow_id = v_id AND cardinality(n.dependents) = 0), '{}'::jsonb));
+    ELSIF (v_success AND v_output_found) OR (NOT v_success AND v_culprit_found) THEN
+      IF v_success THEN
+        v_culprit_id := v_output_id;
+        v_culprit_status := v_output_status;
+        v_culprit_result := v_output_result;
+      END IF;
+      v_outcome := jsonb_build_object('err', jsonb_build_object(
+        'code', 'WORKFLOW_FAILED',
+        'message', 'workflow "' || w.name || '" failed: node "' || v_culprit_id || '" ended '
+                   || v_culprit_status,
+        'data', jsonb_build_object('node', v_culprit_id,
+                                   'error', coalesce(v_culprit_result -> 'err', 'null'::jsonb))));
+    ELSE
+      v_outcome := jsonb_build_object('err', jsonb_build_object(
+        'code', 'WORKFLOW_SUCCESS_CASE_NOT_MET',
+        'message', 'workflow "' || w.name || '" met none of its success cases',
+        'data', jsonb_build_object('nodes', coalesce((
+          SELECT jsonb_object_agg(n.node_id, n.status) FROM {{schema}}.horsies_workflow_tasks n
+          WHERE n.workflow_id = v_id), '{}'::jsonb))));
+    END IF;
+    UPDATE {{schema}}.horsies_workflows x
+    SET status = CASE WHEN v_outcome ? 'ok' THEN 'COMPLETED' ELSE 'FAILED' END, result = v_outcome,
+        error_code = v_outcome -> 'err' ->> 'code', completed_at = now(), updated_at = now()
+    WHERE x.id = v_id AND x.status IN ('RUNNING', 'PAUSED')
+    RETURNING x.status INTO v_final;
+    IF FOUND THEN
+      PERFORM pg_notify(p_channel, v_id);
+      status := v_final;
+    END IF;
+    parent_id := w.parent_workflow_id;
+    parent_node := CASE WHEN w.parent_workflow_id IS NOT NULL THEN w.parent_node_index END;
+    IF parent_node IS NULL THEN
+      parent_id := NULL;
+    END IF;
+    RETURN NEXT;
+  END LOOP;
+END;
+$function$
