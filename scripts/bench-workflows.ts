@@ -184,17 +184,22 @@ async function chainAndLatency(b: Bench): Promise<{ stepMs: number; gapMs: numbe
     const latencies: number[] = [];
     for (let i = 0; i < LATENCY_SENDS + 10; i += 1) {
       const handlerStart = new Promise<number>((resolve) => b.probes.set(i, resolve));
-      const finished = new Promise<void>((resolve) => {
-        const on = (rows: { id: string }[]): void => {
-          if (rows.some((r) => r.id === id)) {
-            worker.off('task:finished', on);
-            resolve();
-          }
-        };
-        worker.on('task:finished', on);
-      });
+      // The task may finish before its send returns its id: finished ids are kept until it is known.
+      const seen = new Set<string>();
+      let id: string | undefined;
+      let done = (): void => {};
+      const finished = new Promise<void>((resolve) => (done = resolve));
+      const on = (rows: { id: string }[]): void => {
+        for (const r of rows) seen.add(r.id);
+        if (id !== undefined && seen.has(id)) {
+          worker.off('task:finished', on);
+          done();
+        }
+      };
+      worker.on('task:finished', on);
       const sent = performance.now();
-      const { id } = await b.probe.send({ i });
+      ({ id } = await b.probe.send({ i }));
+      on([]);
       const startedAt = await handlerStart;
       await finished;
       b.probes.delete(i);
