@@ -1569,8 +1569,10 @@ BEGIN
         WHERE n.wait_kind = 'signal' AND n.status = 'RUNNING'
           AND sg.workflow_id = n.workflow_id AND sg.node_index = n.node_index
         ORDER BY sg.seq LIMIT 1) g ON true
+      -- Nodes found by their keys only: a status test the open-nodes index could serve (status || '' cannot) may
+      -- make a generic plan scan every open node of a wide workflow once per named node.
       WHERE n.node_key = ANY (ARRAY(SELECT v_id || ':' || i FROM unnest(v_nodes) i))
-        AND n.status IN ('ENQUEUED', 'RUNNING')
+        AND n.status || '' IN ('ENQUEUED', 'RUNNING')
         AND CASE WHEN n.wait_kind IS NOT NULL
                  THEN n.status = 'RUNNING' AND (g.payload IS NOT NULL OR n.wait_due_at <= now())
                  WHEN n.subworkflow IS NULL
@@ -1721,7 +1723,8 @@ BEGIN
       v_k := 0;
       FOR r IN
         SELECT n.node_index, n.input_template FROM {{schema}}.horsies_workflow_tasks n
-        WHERE n.node_key = ANY (ARRAY(SELECT v_id || ':' || i FROM unnest(v_ready_tasks) i)) AND n.status = 'READY'
+        WHERE n.node_key = ANY (ARRAY(SELECT v_id || ':' || i FROM unnest(v_ready_tasks) i))
+          AND n.status || '' = 'READY'
         ORDER BY n.node_index
       LOOP
         v_value := coalesce(r.input_template -> 'static', 'null'::jsonb);
@@ -1809,11 +1812,12 @@ BEGIN
         END LOOP;
         -- A version 7 UUID: the time in ms, then a counter within this call, then random bits.
         v_rand := replace(gen_random_uuid()::text, '-', '');
-        v_e_idx := array_append(v_e_idx, r.node_index);
-        v_e_ids := array_append(v_e_ids, substr(v_hex, 1, 8) || '-' || substr(v_hex, 9, 4) || '-7'
-          || lpad(to_hex(v_k % 4096), 3, '0') || '-' || substr(v_rand, 17, 4) || '-' || substr(v_rand, 21, 12));
-        v_e_kwargs := array_append(v_e_kwargs, v_value);
+        -- Element assignment grows the arrays in place (an append would copy them: quadratic on a wide fan-out).
         v_k := v_k + 1;
+        v_e_idx[v_k] := r.node_index;
+        v_e_ids[v_k] := substr(v_hex, 1, 8) || '-' || substr(v_hex, 9, 4) || '-7'
+          || lpad(to_hex(v_k % 4096), 3, '0') || '-' || substr(v_rand, 17, 4) || '-' || substr(v_rand, 21, 12);
+        v_e_kwargs[v_k] := v_value;
       END LOOP;
       WITH input AS (
         SELECT * FROM unnest(v_e_idx, v_e_ids, v_e_kwargs) AS i(node_index, task_id, kwargs)
@@ -1821,7 +1825,7 @@ BEGIN
         UPDATE {{schema}}.horsies_workflow_tasks n
         SET status = 'ENQUEUED', task_id = i.task_id, enqueued_at = now(), updated_at = now()
         FROM input i
-        WHERE n.node_key = v_id || ':' || i.node_index AND n.status = 'READY' AND n.subworkflow IS NULL
+        WHERE n.node_key = v_id || ':' || i.node_index AND n.status || '' = 'READY' AND n.subworkflow IS NULL
           AND n.wait_kind IS NULL
         RETURNING n.node_index, n.node_id, n.task_id, n.task_name, n.queue_name, n.priority, n.max_retries,
                   n.task_options, n.good_until, i.kwargs
