@@ -22,7 +22,11 @@
  * signal was kept for it or its timer is already due. A waiting node is settled like any other: from its first
  * delivery, or from its due timer (`WAIT_TIMEOUT`, or null for a sleep).
  *
- * A batch of finished tasks is grouped by workflow: one transaction per workflow, not one per task.
+ * After written outcomes the step runs on the server (routines/horsies_workflow_step.sql): the workflows of a batch
+ * of finished tasks in one round trip, each locked in id order, the stages above in SQL. What runs the app's code
+ * or locks a tree stays here and follows that call ({@link followUp}): READY subworkflow and wait nodes started, a
+ * parent stepped, and the whole step of a PAUSED workflow or one that pauses on error. The statements below are
+ * that part, and the step of a start, a control operation, a delivery and the recovery pass.
  */
 import { v7 as uuidv7 } from 'uuid';
 import type { Database, Queryable } from '../db/Database.js';
