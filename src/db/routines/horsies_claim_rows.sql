@@ -15,6 +15,9 @@ CREATE OR REPLACE FUNCTION {{schema}}.horsies_claim_rows(p_ids character varying
  SET enable_mergejoin TO 'off'
 AS $function$
 #variable_conflict use_column
+DECLARE
+  -- One token per claim: with the task's id, it names the claim of each row, and one draw costs less than one per row.
+  v_token uuid := gen_random_uuid();
 BEGIN
   RETURN QUERY
   UPDATE {{schema}}.horsies_tasks t
@@ -23,7 +26,7 @@ BEGIN
       claimed_at = now(),
       claimed_by_worker_id = p_worker_id,
       claim_generation = t.claim_generation + 1,
-      claim_token = gen_random_uuid(),
+      claim_token = v_token,
       claim_expires_at = now() + p_lease_ms * interval '1 millisecond',
       started_at = CASE WHEN p.n <= p_start THEN now() ELSE t.started_at END,
       attempt = CASE WHEN p.n <= p_start THEN t.attempt + 1 ELSE t.attempt END,
