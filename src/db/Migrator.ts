@@ -114,7 +114,7 @@ async function applyRoutines(
   const changed: string[] = [];
   for (const routine of routines) {
     if (hashes.get(routine.name) === routine.hash && !drifted.has(routine.name)) continue;
-    await client.query(renderSql(routine.sql, schemaName));
+    await createRoutine(client, schemaName, routine);
     await client.query(
       `INSERT INTO ${schema}.horsies_schema_routines (name, hash) VALUES ($1, $2)
        ON CONFLICT (name) DO UPDATE SET hash = EXCLUDED.hash, applied_at = now()`,
@@ -123,6 +123,30 @@ async function applyRoutines(
     changed.push(routine.name);
   }
   return changed;
+}
+
+/**
+ * Creates or replaces one routine from its file. A function whose result type changed cannot be replaced (the
+ * migration that changes it drops it first, but an older migration may have made it again, as in a schema migrated
+ * only part of the way): then every function of that name is dropped and the file's is created.
+ */
+async function createRoutine(client: pg.PoolClient, schemaName: string, routine: Routine): Promise<void> {
+  await client.query('SAVEPOINT horsies_routine');
+  try {
+    await client.query(renderSql(routine.sql, schemaName));
+  } catch (error) {
+    // 42P13 invalid_function_definition: "cannot change return type of existing function".
+    if ((error as { code?: string }).code !== '42P13') throw error;
+    await client.query('ROLLBACK TO SAVEPOINT horsies_routine');
+    const { rows } = await client.query<{ fn: string }>(
+      `SELECT p.oid::regprocedure::text AS fn FROM pg_catalog.pg_proc p
+       JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = $1 AND p.proname = $2`,
+      [schemaName, routine.name],
+    );
+    for (const { fn } of rows) await client.query(`DROP FUNCTION ${fn}`);
+    await client.query(renderSql(routine.sql, schemaName));
+  }
+  await client.query('RELEASE SAVEPOINT horsies_routine');
 }
 
 /** Settings of {@link prepareSchema}. */
