@@ -35,6 +35,7 @@
 --   0030 waits
 --   0031 worker_stops
 --   0032 claim_token
+--   0033 eager_steps
 
 -- sequence horsies_heartbeats_id_seq
 CREATE SEQUENCE {{schema}}.horsies_heartbeats_id_seq AS bigint
@@ -1465,9 +1466,9 @@ BEGIN
 END;
 $function$;
 
--- function horsies_workflow_step(p_workflow_ids text[], p_nodes integer[], p_channel text, p_wait_for_flush boolean)
-CREATE OR REPLACE FUNCTION {{schema}}.horsies_workflow_step(p_workflow_ids text[], p_nodes integer[], p_channel text, p_wait_for_flush boolean)
- RETURNS TABLE(workflow_id character varying, status character varying, settled integer, enqueued integer, fallback boolean, ready integer[], parent_id character varying, parent_node integer)
+-- function horsies_workflow_step(p_workflow_ids text[], p_nodes integer[], p_channel text, p_wait_for_flush boolean, p_eager jsonb)
+CREATE OR REPLACE FUNCTION {{schema}}.horsies_workflow_step(p_workflow_ids text[], p_nodes integer[], p_channel text, p_wait_for_flush boolean, p_eager jsonb DEFAULT NULL::jsonb)
+ RETURNS TABLE(workflow_id character varying, status character varying, settled integer, enqueued integer, fallback boolean, ready integer[], parent_id character varying, parent_node integer, started jsonb)
  LANGUAGE plpgsql
  SET plan_cache_mode TO 'force_generic_plan'
  SET enable_seqscan TO 'off'
@@ -1523,9 +1524,20 @@ DECLARE
   v_output_found boolean;
   v_outcome jsonb;
   v_final text;
+  v_slots integer := coalesce((p_eager ->> 'slots')::int, 0);
+  v_eager_queues text[];
+  v_eager_names text[];
+  v_token uuid;
+  v_started jsonb;
 BEGIN
   IF NOT p_wait_for_flush THEN
     PERFORM set_config('synchronous_commit', 'off', true);
+  END IF;
+  IF v_slots > 0 THEN
+    v_eager_queues := ARRAY(SELECT jsonb_array_elements_text(p_eager -> 'queues'));
+    v_eager_names := ARRAY(SELECT jsonb_array_elements_text(p_eager -> 'task_names'));
+    -- One claim token for every task this call starts, as one claim statement draws one.
+    v_token := gen_random_uuid();
   END IF;
   -- Every workflow of the batch, locked in id order (as a cancel or a pause locks a tree's children).
   PERFORM 1 FROM {{schema}}.horsies_workflows x WHERE x.id = ANY (p_workflow_ids) ORDER BY x.id FOR UPDATE;
@@ -1542,6 +1554,7 @@ BEGIN
     ready := '{}';
     parent_id := NULL;
     parent_node := NULL;
+    started := '[]';
     SELECT * INTO w FROM {{schema}}.horsies_workflows x WHERE x.id = v_id;
     IF NOT FOUND THEN
       RETURN NEXT;
@@ -1832,16 +1845,59 @@ BEGIN
           AND n.wait_kind IS NULL
         RETURNING n.node_index, n.node_id, n.task_id, n.task_name, n.queue_name, n.priority, n.max_retries,
                   n.task_options, n.good_until, i.kwargs
+      ), eager AS (
+        -- The tasks started for the calling worker: the first of those it may take, in claim order.
+        SELECT e.task_id FROM (
+          SELECT l.task_id, row_number() OVER (ORDER BY l.priority, l.node_index) AS k
+          FROM linked l
+          WHERE v_slots > 0
+            AND l.queue_name = ANY (v_eager_queues) AND l.task_name = ANY (v_eager_names)
+            AND (l.good_until IS NULL OR l.good_until > now())
+            AND NOT EXISTS (
+              SELECT 1 FROM {{schema}}.horsies_queue_state q WHERE q.queue_name = l.queue_name AND q.paused)
+            -- In the terms of horsies_tasks_claim_idx: a task that a claim of this queue would take first.
+            AND NOT EXISTS (
+              SELECT 1 FROM {{schema}}.horsies_tasks n
+              WHERE NOT n.claimed AND n.finished_at IS NULL AND n.queue_name = l.queue_name
+                AND n.priority <= l.priority AND n.enqueued_at <= now())
+        ) e
+        WHERE e.k <= v_slots
       ), inserted AS (
         INSERT INTO {{schema}}.horsies_tasks
           (id, task_name, queue_name, priority, kwargs, status, enqueued_at, good_until, max_retries, task_options,
-           workflow_id, workflow_node, workflow_node_id, trace_context)
-        SELECT l.task_id, l.task_name, l.queue_name, l.priority, l.kwargs, 'PENDING', now(), l.good_until,
-               l.max_retries, l.task_options, v_id, l.node_index, l.node_id, w.trace_context
-        FROM linked l
-        RETURNING 1
+           workflow_id, workflow_node, workflow_node_id, trace_context, claimed, claimed_at, claimed_by_worker_id,
+           claim_generation, claim_token, claim_expires_at, started_at, attempt, worker_hostname, worker_pid,
+           worker_process_name)
+        SELECT l.task_id, l.task_name, l.queue_name, l.priority, l.kwargs,
+               CASE WHEN g.task_id IS NULL THEN 'PENDING' ELSE 'RUNNING' END, now(), l.good_until,
+               l.max_retries, l.task_options, v_id, l.node_index, l.node_id, w.trace_context,
+               g.task_id IS NOT NULL,
+               CASE WHEN g.task_id IS NOT NULL THEN now() END,
+               CASE WHEN g.task_id IS NOT NULL THEN p_eager ->> 'worker_id' END,
+               CASE WHEN g.task_id IS NOT NULL THEN 1 ELSE 0 END,
+               CASE WHEN g.task_id IS NOT NULL THEN v_token END,
+               CASE WHEN g.task_id IS NOT NULL
+                    THEN now() + (p_eager ->> 'lease_ms')::int * interval '1 millisecond' END,
+               CASE WHEN g.task_id IS NOT NULL THEN now() END,
+               CASE WHEN g.task_id IS NOT NULL THEN 1 ELSE 0 END,
+               CASE WHEN g.task_id IS NOT NULL THEN p_eager ->> 'hostname' END,
+               CASE WHEN g.task_id IS NOT NULL THEN (p_eager ->> 'pid')::int END,
+               CASE WHEN g.task_id IS NOT NULL THEN p_eager ->> 'process_name' END
+        FROM linked l LEFT JOIN eager g ON g.task_id = l.task_id
+        RETURNING *
       )
-      SELECT count(*)::int INTO v_enqueued FROM linked;
+      SELECT (SELECT count(*)::int FROM inserted),
+             (SELECT coalesce(jsonb_agg(jsonb_build_object(
+                'id', i.id, 'task_name', i.task_name, 'queue_name', i.queue_name, 'priority', i.priority,
+                'kwargs', i.kwargs, 'claim_generation', i.claim_generation, 'claim_token', i.claim_token,
+                'retry_count', i.retry_count, 'max_retries', i.max_retries, 'attempt', i.attempt,
+                'enqueued_at', i.enqueued_at, 'trace_context', i.trace_context, 'workflow_id', i.workflow_id,
+                'workflow_node', i.workflow_node, 'workflow_node_id', i.workflow_node_id,
+                'started_at', i.started_at) ORDER BY i.priority, i.workflow_node), '[]')
+              FROM inserted i WHERE i.status = 'RUNNING')
+      INTO v_enqueued, v_started;
+      started := v_started;
+      v_slots := v_slots - jsonb_array_length(v_started);
     END IF;
     enqueued := v_enqueued;
     ready := v_ready_other;

@@ -4,7 +4,7 @@
  * workflow before nodes before tasks, everywhere.
  */
 import { statement } from './sql.js';
-import type { TraceCarrier } from './tasks.js';
+import type { ClaimAndStartRow, TraceCarrier, WorkerIdentity } from './tasks.js';
 
 /** Workflow statuses, as stored (the table's CHECK). */
 export const WORKFLOW_STATUSES = [
@@ -252,6 +252,40 @@ export interface WorkflowStepRow {
   /** A child workflow that ended in this step: the parent's node that runs it. */
   parent_id: string | null;
   parent_node: number | null;
+  /** The tasks the step started for the calling worker (see {@link StepSlots}), as JSON: {@link startedRows}. */
+  started: StartedStepJson[];
+}
+
+/**
+ * Free slots of the worker that runs a step, reserved for it: the ready nodes the step enqueues take them, their
+ * tasks inserted RUNNING for this worker (eager dispatch: routines/horsies_workflow_step.sql says when).
+ */
+export interface StepSlots {
+  slots: number;
+  /** The worker's queues whose starts nothing meters (no cap, rate limit or group limit). */
+  queues: string[];
+  /** The tasks it may start. */
+  taskNames: string[];
+  worker: WorkerIdentity;
+  leaseMs: number;
+}
+
+/** A task a step started, as the routine returns it (times as ISO strings). */
+type StartedStepJson = Omit<ClaimAndStartRow, 'status' | 'enqueued_at' | 'started_at'> & {
+  enqueued_at: string;
+  started_at: string;
+};
+
+/** The tasks a step started, as a claim that starts returns them. */
+export function startedRows(rows: readonly WorkflowStepRow[]): ClaimAndStartRow[] {
+  return rows.flatMap((row) =>
+    row.started.map((t) => ({
+      ...t,
+      status: 'RUNNING' as const,
+      enqueued_at: new Date(t.enqueued_at),
+      started_at: new Date(t.started_at),
+    })),
+  );
 }
 
 /**
@@ -261,17 +295,35 @@ export interface WorkflowStepRow {
  * `waitForFlush` false the commit does not wait for the WAL flush (see {@link WorkflowLock}).
  */
 export const WorkflowStepMany = statement<
-  { steps: { workflowId: string; nodes: number[] }[]; channel: string; waitForFlush: boolean },
+  {
+    steps: { workflowId: string; nodes: number[] }[];
+    channel: string;
+    waitForFlush: boolean;
+    eager: StepSlots | null;
+  },
   WorkflowStepRow
 >(
   'WorkflowStepMany',
-  `SELECT * FROM {{schema}}.horsies_workflow_step($1::text[], $2::int[], $3::text, $4::bool)`,
-  ({ steps, channel, waitForFlush }) => {
+  `SELECT * FROM {{schema}}.horsies_workflow_step($1::text[], $2::int[], $3::text, $4::bool, $5::jsonb)`,
+  ({ steps, channel, waitForFlush, eager }) => {
     // One entry per node; a workflow named without nodes is one entry with a null node.
     const pairs = steps.flatMap((s): [string, number | null][] =>
       s.nodes.length === 0 ? [[s.workflowId, null]] : s.nodes.map((n) => [s.workflowId, n]),
     );
-    return [pairs.map((p) => p[0]), pairs.map((p) => p[1]), channel, waitForFlush];
+    const slots =
+      eager === null
+        ? null
+        : JSON.stringify({
+            slots: eager.slots,
+            queues: eager.queues,
+            task_names: eager.taskNames,
+            worker_id: eager.worker.workerId,
+            hostname: eager.worker.hostname,
+            pid: eager.worker.pid,
+            process_name: eager.worker.processName,
+            lease_ms: eager.leaseMs,
+          });
+    return [pairs.map((p) => p[0]), pairs.map((p) => p[1]), channel, waitForFlush, slots];
   },
 );
 

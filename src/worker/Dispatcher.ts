@@ -90,14 +90,22 @@ export class Dispatcher {
    * task has a per-worker limit.
    */
   reserveStarts(queue: string, max: number): number {
-    if (
-      !this.active ||
-      this.waiting.length > 0 ||
-      this.strategies.of(queue).gatesStart ||
-      this.workerLimits()
-    )
-      return 0;
+    if (!this.mayStartElsewhere() || this.strategies.of(queue).gatesStart) return 0;
     return this.ledger.reserveFree(max, this.startsAhead(queue) ? this.ledger.startAhead() : 0);
+  }
+
+  /**
+   * Reserves up to `max` free slots (none ahead of them) for tasks a workflow step will start for this worker
+   * (eager dispatch); 0 when starts must go through this queue, as for {@link reserveStarts}.
+   */
+  reserveForStep(max: number): number {
+    return this.mayStartElsewhere() ? this.ledger.reserveFree(max, 0) : 0;
+  }
+
+  // Tasks may start outside this queue: it is open, nothing waits in it (what waits comes first), and no task has a
+  // per-worker limit (counted here, start by start).
+  private mayStartElsewhere(): boolean {
+    return this.active && this.waiting.length === 0 && !this.workerLimits();
   }
 
   /**

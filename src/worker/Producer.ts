@@ -14,6 +14,7 @@ import { channels } from '../db/Listener.js';
 import type { Listener } from '../db/Listener.js';
 import type { HeartbeatRole } from '../db/liveness.js';
 import type { ClaimAndStartRow, ClaimedTaskRow, WorkerIdentity } from '../db/tasks.js';
+import type { StepSlots } from '../db/workflows.js';
 import type { ClaimStrategies, ClaimStrategy } from './claim/ClaimStrategy.js';
 import { Dispatcher } from './Dispatcher.js';
 import type { DispatcherSignals, Launcher, StartedWithClaim } from './Dispatcher.js';
@@ -21,6 +22,12 @@ import type { WorkerSink } from './events.js';
 import { Handoff } from './Handoff.js';
 import type { SlotLedger } from './SlotLedger.js';
 import { TestSignal } from './TestSignal.js';
+
+/**
+ * Most slots lent to one workflow step: a wide fan-out starts this many of its nodes here, and the rest wait PENDING
+ * for any worker's claim.
+ */
+const STEP_SLOTS = 64;
 
 /** Points of the producer a test can wait for (see TestSignal). */
 export interface ProducerSignals {
@@ -257,6 +264,37 @@ export class Producer {
     if (!this.running) return;
     const queues = this.options.queues.filter((q) => this.strategies.of(q).kind === 'plain');
     if (queues.length > 0) await this.handoff.register(queues, taskNames, this.ledger.capacity(), renew);
+  }
+
+  /**
+   * Lends free slots to a workflow step this worker runs after its outcomes (eager dispatch, see
+   * `workflow/step.ts`): the step starts the nodes it enqueues in them, for this worker. Only for the queues that
+   * nothing meters, and only while nothing waits here for a slot; null when there is nothing to lend.
+   */
+  reserveForStep(): StepSlots | null {
+    if (!this.running) return null;
+    const queues = this.options.queues.filter((q) => this.strategies.of(q).kind === 'plain');
+    if (queues.length === 0) return null;
+    const slots = this.dispatcher.reserveForStep(STEP_SLOTS);
+    if (slots === 0) return null;
+    const { identity: worker, leaseMs } = this.options;
+    return { slots, queues, taskNames: this.dispatcher.claimableTaskNames(), worker, leaseMs };
+  }
+
+  /** A step that was lent `slots` returned: what it started runs now, and the slots it left are free again. */
+  stepStarted(slots: StepSlots, rows: ClaimAndStartRow[]): void {
+    if (rows.length === 0) this.dispatcher.cancelReservation(slots.slots);
+    else {
+      const started = rows.map((r) => ({
+        id: r.id,
+        status: 'RUNNING' as const,
+        attempt: r.attempt,
+        started_at: r.started_at,
+      }));
+      this.claimed(rows, { tasks: rows, rows: started, reserved: slots.slots });
+    }
+    // Slots the step did not take are free for a claim.
+    if (rows.length < slots.slots) this.wake(false);
   }
 
   // A claim that starts up to the slots reserved for it: the rows it wrote RUNNING are launched at once; a failed

@@ -71,6 +71,10 @@ export class Worker extends EventEmitter<WorkerEvents> {
       (workflowId, error) =>
         this.fail(`workflow ${workflowId}: step failed; the recovery pass will redo it`, error),
       host.workflows,
+      {
+        reserve: () => (this.state === 'running' ? this.parts.producer.reserveForStep() : null),
+        started: (slots, rows) => this.parts.producer.stepStarted(slots, rows),
+      },
     );
     this.finishHooks = [(written) => this.workflows.add(written)];
     this.parts = assemble(host, this.config, this.logger, {
@@ -185,6 +189,8 @@ export class Worker extends EventEmitter<WorkerEvents> {
     if (wasRunning) {
       this.logger.info({ held: ledger.size }, 'worker stopping: no new claims');
       await producer.stop();
+      // A step in flight may still start tasks here (eager dispatch): they run with the rest of the drain.
+      await this.workflows.idle();
       await this.drain();
     }
     completer.stop();

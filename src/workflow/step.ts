@@ -27,12 +27,16 @@
  * or locks a tree stays here and follows that call ({@link followUp}): READY subworkflow and wait nodes started, a
  * parent stepped, and the whole step of a PAUSED workflow or one that pauses on error. The statements below are
  * that part, and the step of a start, a control operation, a delivery and the recovery pass.
+ *
+ * Eager dispatch: the worker that runs a step after its own outcomes lends it the slots it has free
+ * ({@link EagerStarts}); the step starts the nodes it enqueues in them, for that worker, in the same transaction,
+ * so a chain's next task runs without waiting for a notification and a claim.
  */
 import { v7 as uuidv7 } from 'uuid';
 import type { Database, Queryable } from '../db/Database.js';
 import { isTransientDatabaseError } from '../db/Database.js';
 import { channels } from '../db/Listener.js';
-import type { EndedTaskRow } from '../db/tasks.js';
+import type { ClaimAndStartRow, EndedTaskRow } from '../db/tasks.js';
 import {
   WorkflowAdvance,
   WorkflowFinish,
@@ -48,12 +52,14 @@ import {
   WorkflowNodeSummaries,
   WorkflowStepMany,
   WorkflowWithdrawPending,
+  startedRows,
 } from '../db/workflows.js';
 import type {
   NodeSummaryRow,
   SettledNodeRow,
   WorkflowNodeStatus,
   WorkflowRow,
+  StepSlots,
   WorkflowStatus,
   WorkflowStepRow,
 } from '../db/workflows.js';
@@ -182,12 +188,22 @@ export function stepOnServer(
   db: Database,
   batch: ReadonlyMap<string, number[]>,
   waitForFlush: boolean,
+  eager: StepSlots | null = null,
 ): Promise<WorkflowStepRow[]> {
   return db.run(WorkflowStepMany, {
     steps: [...batch].map(([workflowId, nodes]) => ({ workflowId, nodes })),
     channel: channels.workflowDone(db.schema),
     waitForFlush,
+    eager,
   });
+}
+
+/** The worker's side of eager dispatch: slots lent to a step, and the tasks the step started in them. */
+export interface EagerStarts {
+  /** Reserves free slots for a step about to run; null when the worker has none to lend. */
+  reserve(): StepSlots | null;
+  /** The step returned (or failed, with no rows): runs what it started; the slots it left are free again. */
+  started(slots: StepSlots, rows: ClaimAndStartRow[]): void;
 }
 
 /**
@@ -251,6 +267,7 @@ export class WorkflowStepper {
     private readonly db: Database,
     private readonly onError: (workflowId: string, error: unknown) => void,
     private readonly children?: ChildWorkflows,
+    private readonly eager: EagerStarts | null = null,
     private readonly lanes = 4,
     private readonly batchSize = 64,
   ) {}
@@ -301,12 +318,15 @@ export class WorkflowStepper {
     // Follows outcomes already flushed: a crash that undoes this step is repaired by recovery.
     const options = { children: this.children, waitForFlush: false };
     let rows: WorkflowStepRow[];
+    const slots = this.eager?.reserve() ?? null;
     try {
-      rows = await withRetries(() => stepOnServer(this.db, batch, false));
+      rows = await withRetries(() => stepOnServer(this.db, batch, false, slots));
     } catch (error) {
+      if (slots) this.eager?.started(slots, []);
       for (const id of batch.keys()) this.onError(id, error);
       return;
     }
+    if (slots) this.eager?.started(slots, startedRows(rows));
     await Promise.all(
       rows.map((row) =>
         withRetries(() => followUp(this.db, row, batch.get(row.workflow_id) ?? [], options)).catch(
