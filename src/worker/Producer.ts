@@ -82,6 +82,11 @@ export class Producer {
   private woken = false;
   /** More work may be waiting: the last claim was full, or a notification came in. */
   private moreLikely = true;
+  /**
+   * The last claim pass found every queue dry, and no notification came since: only then are free slots lent to
+   * workflow steps (see reserveForStep), which a claim with work waiting would rather have.
+   */
+  private dry = false;
   private failures = 0;
   private readonly timers = new Set<NodeJS.Timeout>();
   readonly signals: ProducerSignals = {
@@ -242,6 +247,7 @@ export class Producer {
         break;
       }
     }
+    this.dry = dry;
     if (dry) await this.offerIdleSlots(taskNames);
     return claimed;
   }
@@ -269,10 +275,13 @@ export class Producer {
   /**
    * Lends free slots to a workflow step this worker runs after its outcomes (eager dispatch, see
    * `workflow/step.ts`): the step starts the nodes it enqueues in them, for this worker. Only for the queues that
-   * nothing meters, and only while nothing waits here for a slot; null when there is nothing to lend.
+   * nothing meters, only while nothing waits here for a slot, and only while the queues were dry at the last claim
+   * pass: with work waiting, lent slots would keep the claims out of them for the step's round trip (a wide
+   * workflow steps all the time), and the step would find a task ahead of its nodes anyway. Null when there is
+   * nothing to lend.
    */
   reserveForStep(): StepSlots | null {
-    if (!this.running) return null;
+    if (!this.running || !this.dry) return null;
     const queues = this.options.queues.filter((q) => this.strategies.of(q).kind === 'plain');
     if (queues.length === 0) return null;
     const slots = this.dispatcher.reserveForStep(STEP_SLOTS);
@@ -355,8 +364,10 @@ export class Producer {
   wake(hint = true): void {
     // A freed slot is what a renewal of the hand-off registration waited for.
     if (!hint && this.handoff?.slotFreed()) this.refillIdleSlots();
-    if (hint) this.moreLikely = true;
-    else if (!this.moreLikely) return;
+    if (hint) {
+      this.moreLikely = true;
+      this.dry = false;
+    } else if (!this.moreLikely) return;
     else if (!this.idle() && this.ledger.capacity() < this.ledger.refillThreshold()) return;
     this.woken = true;
     this.wakeUp?.();

@@ -1,7 +1,8 @@
 /**
  * Workflows under worker crashes, with real worker processes killed by SIGKILL: the seed's scenario (a worker
  * dies while it runs a workflow task; the reaper fails or retries the task; the workflow goes on with its
- * dependents), and a workflow of 202 nodes drained while random workers are killed.
+ * dependents), a workflow of 202 nodes drained while random workers are killed, and one of six chains whose workers
+ * are killed while they run tasks their own steps started (eager dispatch).
  */
 import { afterAll, describe, expect, it } from 'vitest';
 import { workflow } from '../../src/workflow/WorkflowDefinition.js';
@@ -149,6 +150,93 @@ describe('a workflow whose worker is killed', () => {
       expect(kills).toBeGreaterThanOrEqual(2);
       console.log(
         `workflow under kills (seed ${seed}): ${WIDTH + 2} nodes, ${kills} SIGKILLs, ${crashes!.n} runs lost to them and retried`,
+      );
+    } finally {
+      for (const w of workers) w.child.kill('SIGTERM');
+      await Promise.all(workers.map((w) => w.exited));
+    }
+  }, 120_000);
+
+  it('completes a 200-node workflow of chains right when workers die running tasks their steps started', async () => {
+    const CHAINS = 6;
+    const LENGTH = 33;
+    const seed = Number(process.env.HORSIES_CHAOS_SEED ?? Date.now() % 1_000_000);
+    let state = seed;
+    const random = (): number => {
+      state = (state * 1_103_515_245 + 12_345) % 2 ** 31;
+      return state / 2 ** 31;
+    };
+    // Six chains on three workers of four slots (eight while one restarts): a slot is free when a link ends, and
+    // no task waits in the queue, so its worker's step starts the next link itself.
+    const wf = workflow(fixture.app, 'chains-under-kills');
+    const root = wf.node(fixture.steady, { input: { n: 0, ms: 0 }, id: 'root' });
+    const ends = Array.from({ length: CHAINS }, (_, c) => {
+      let link = wf.node(fixture.steady, { input: { n: c, ms: 5 }, waitsFor: [root], id: `c${c}-0` });
+      for (let i = 1; i < LENGTH; i += 1) {
+        link = wf.node(fixture.steady, {
+          input: { n: link.result, ms: 150 + Math.floor(random() * 150) },
+          id: `c${c}-${i}`,
+        });
+      }
+      return link;
+    });
+    const sum = wf.node(fixture.total, { input: { values: ends.map((e) => e.result) }, id: 'sum' });
+    const def = wf.build({ output: sum });
+
+    const workers: WorkerProcess[] = [0, 1, 2].map(() => startWorkerProcess(env, args));
+    await Promise.all(workers.map((w) => w.ready));
+    const killed = new Set<number>();
+    const handle = await def.start();
+    // A worker running a task that its own step started: claimed and started in the transaction that enqueued it.
+    const eagerRunner = async (): Promise<number | undefined> => {
+      const live = workers.map((w) => w.child.pid!);
+      const [row] = await t.query<{ pid: number }>(
+        `SELECT worker_pid AS pid FROM {{schema}}.horsies_tasks
+         WHERE workflow_id = $1 AND status = 'RUNNING' AND claimed_at = enqueued_at AND worker_pid = ANY ($2::int[])
+         LIMIT 1`,
+        [handle.id, live],
+      );
+      return row?.pid;
+    };
+    let kills = 0;
+    // Each kill waits for its victim's restart; the chains take about 7 s.
+    while (kills < 3) {
+      const pid = await eventually(eagerRunner, 30_000);
+      const index = workers.findIndex((w) => w.child.pid === pid);
+      workers[index]!.child.kill('SIGKILL');
+      await workers[index]!.exited;
+      killed.add(pid);
+      kills += 1;
+      workers[index] = startWorkerProcess(env, args);
+      await workers[index]!.ready;
+    }
+    try {
+      const result = await handle.result({ timeoutMs: 60_000 });
+      const expected = ends.reduce((acc, _, c) => acc + c * 2 ** LENGTH, 0);
+      expect(result).toEqual({ ok: true, value: expected });
+      const [eager] = await t.query<{ n: number }>(
+        `SELECT count(*)::int AS n FROM {{schema}}.horsies_tasks
+         WHERE workflow_id = $1 AND attempt = 1 AND claimed_at = enqueued_at`,
+        [handle.id],
+      );
+      // Most links started in the step of the link before (root and the chains' heads may not).
+      expect(eager!.n).toBeGreaterThan((CHAINS * LENGTH) / 2);
+      // Every run of a task is its only one, or was made on a worker that a kill then ended.
+      const runs = await t.query<{ task_id: string; pids: number[] }>(
+        `SELECT r.task_id, array_agg(r.worker_pid) AS pids FROM {{schema}}.test_runs r
+         JOIN {{schema}}.horsies_tasks t ON t.id = r.task_id
+         WHERE t.workflow_id = $1 GROUP BY r.task_id`,
+        [handle.id],
+      );
+      expect(runs).toHaveLength(CHAINS * LENGTH + 1);
+      const unexplained = runs.filter(
+        (r) => r.pids.length > 1 && r.pids.filter((pid) => !killed.has(pid)).length > 1,
+      );
+      expect(unexplained).toEqual([]);
+      const rerun = runs.filter((r) => r.pids.length > 1).length;
+      console.log(
+        `chains under kills (seed ${seed}): ${CHAINS * LENGTH + 2} nodes, ${eager!.n} started by their step, ` +
+          `${kills} SIGKILLs of workers running such a task, ${rerun} tasks run again after a kill`,
       );
     } finally {
       for (const w of workers) w.child.kill('SIGTERM');
