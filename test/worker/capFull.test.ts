@@ -56,11 +56,15 @@ describe('a full cap', () => {
     try {
       await starts((await long.send({})).id);
       const claims = countCappedClaims(app);
-      // Each send announces work on the queue; the cap has no room for any of it.
+      // Each send announces work on the queue; the cap has no room for any of it. The claim pass its notification
+      // wakes ends (with or without a claim) before the next send.
+      const passed = worker.testSignals.producer.passed;
+      passed.enable();
+      passed.clear();
       const handles = [];
       for (let i = 0; i < 20; i += 1) {
         handles.push(await quick.send({ i }));
-        await new Promise((resolve) => setTimeout(resolve, 10));
+        await passed.wait();
       }
       // One claim may find the cap full; every send after it would be another.
       expect(claims()).toBeLessThanOrEqual(2);
