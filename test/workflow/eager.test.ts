@@ -6,10 +6,11 @@
  * first starts eagerly.
  */
 import { randomUUID } from 'node:crypto';
-import { afterAll, beforeEach, describe, expect, it } from 'vitest';
+import { beforeEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import type { StepSlots } from '../../src/db/workflows.js';
 import { createWorker } from '../../src/worker/Worker.js';
+import type { WorkerConfig } from '../../src/worker/config.js';
 import { workflow } from '../../src/workflow/WorkflowDefinition.js';
 import { startedRows } from '../../src/db/workflows.js';
 import { stepOnServer } from '../../src/workflow/step.js';
@@ -159,27 +160,46 @@ describe('the step lent free slots', () => {
 });
 
 describe('a worker running a chain', () => {
-  const chainApp = t.app();
-  const add = chainApp.task({
-    name: 'eager.add',
-    input: z.object({ n: z.number() }),
-    handler: ({ n }) => n + 1,
-  });
-  // No poll during the test: every claim pass comes from a notification, so none competes with a step for slots.
-  const chainWorker = createWorker(chainApp, { concurrency: 4, pollIntervalMs: 60_000 });
-  afterAll(() => chainWorker.stop());
+  /** Runs a chain of six on a new worker of `config`; the rows of its tasks, in chain order. */
+  async function runChain(name: string, config: WorkerConfig, limited = false) {
+    const chainApp = t.app();
+    const add = chainApp.task({
+      name: `${name}.add`,
+      input: z.object({ n: z.number() }),
+      handler: ({ n }) => n + 1,
+      ...(limited ? { maxConcurrentPerWorker: 2 } : {}),
+    });
+    // No poll during the test: every claim pass comes from a notification, so none competes with a step for slots.
+    const worker = createWorker(chainApp, { concurrency: 4, pollIntervalMs: 60_000, ...config });
+    await worker.start();
+    try {
+      const wf = workflow(chainApp, name);
+      let last = wf.node(add, { input: { n: 0 } });
+      for (let i = 1; i < 6; i += 1) last = wf.node(add, { input: { n: last.result } });
+      const handle = await wf.build({ output: last }).start();
+      expect(await handle.result({ timeoutMs: 10_000 })).toEqual({ ok: true, value: 6 });
+      const tasks = await tasksOf(handle.id);
+      expect(tasks).toHaveLength(6);
+      expect(tasks.every((r) => r.status === 'COMPLETED' && r.attempt === 1)).toBe(true);
+      expect(tasks.every((r) => r.claimed_by_worker_id === worker.id)).toBe(true);
+      return tasks;
+    } finally {
+      await worker.stop();
+    }
+  }
 
   it('starts every step after the first in the step that made it ready, and gets the right result', async () => {
-    await chainWorker.start();
-    const wf = workflow(chainApp, 'eager-chain');
-    let last = wf.node(add, { input: { n: 0 } });
-    for (let i = 1; i < 6; i += 1) last = wf.node(add, { input: { n: last.result } });
-    const handle = await wf.build({ output: last }).start();
-    expect(await handle.result({ timeoutMs: 10_000 })).toEqual({ ok: true, value: 6 });
-    const tasks = await tasksOf(handle.id);
-    expect(tasks).toHaveLength(6);
-    expect(tasks.every((r) => r.status === 'COMPLETED' && r.attempt === 1)).toBe(true);
-    expect(tasks.every((r) => r.claimed_by_worker_id === chainWorker.id)).toBe(true);
+    const tasks = await runChain('eager-chain', {});
     expect(tasks.map((r) => r.same_tx)).toEqual([false, true, true, true, true, true]);
+  });
+
+  it("does so at throughput 'high' too, whose idle slots are registered for hand-offs", async () => {
+    const tasks = await runChain('eager-high', { throughput: 'high' });
+    expect(tasks.map((r) => r.same_tx)).toEqual([false, true, true, true, true, true]);
+  });
+
+  it('starts nothing in a step while a task has a per-worker limit (its starts are counted one by one)', async () => {
+    const tasks = await runChain('eager-limited', {}, true);
+    expect(tasks.map((r) => r.same_tx)).toEqual([false, false, false, false, false, false]);
   });
 });
