@@ -3,7 +3,9 @@
  * the Producer claims tasks of its queues (and takes those sends hand over) and starts them as slots free up, the
  * Executor runs them, the Completer writes their outcomes (then the finish hooks follow), the Heartbeater keeps the claims alive, the CancelWatcher stops
  * handlers whose task was cancelled, the StateReporter writes snapshots, and the MaintenanceLeader campaigns for
- * the maintenance leadership and, while elected, runs the services listed in `recovery/services.ts`.
+ * the maintenance leadership and, while elected, runs the services listed in `recovery/services.ts`. The finish hook
+ * steps the workflows of written outcomes (`workflow/step.ts`), lending the step the worker's free slots while its
+ * queues are dry: the nodes it makes ready start here at once (eager dispatch, `Producer.reserveForStep`).
  *
  * `concurrency` bounds running handlers; `prefetch` lets the worker hold that many more claimed tasks ready
  * (protected by their claim lease and claimer heartbeats), or with `'auto'` as many as its recent rate of ended runs
