@@ -77,9 +77,10 @@ async function tasksOf(id: string) {
 
 const statuses = (rows: { status: string }[]) => rows.map((r) => r.status);
 
-// What a test leaves waiting would be ahead of the next test's nodes.
+// What a test leaves waiting would be ahead of the next test's nodes, and a task started for the made-up worker
+// would be given back to PENDING by a reaper.
 beforeEach(async () => {
-  await t.query(`DELETE FROM {{schema}}.horsies_tasks WHERE status = 'PENDING'`);
+  await t.query(`DELETE FROM {{schema}}.horsies_tasks WHERE status IN ('PENDING', 'CLAIMED', 'RUNNING')`);
 });
 
 describe('the step lent free slots', () => {
@@ -170,7 +171,12 @@ describe('a worker running a chain', () => {
       ...(limited ? { maxConcurrentPerWorker: 2 } : {}),
     });
     // No poll during the test: every claim pass comes from a notification, so none competes with a step for slots.
-    const worker = createWorker(chainApp, { concurrency: 4, pollIntervalMs: 60_000, ...config });
+    const worker = createWorker(chainApp, {
+      concurrency: 4,
+      pollIntervalMs: 60_000,
+      maintenance: false,
+      ...config,
+    });
     await worker.start();
     try {
       const wf = workflow(chainApp, name);
