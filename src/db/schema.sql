@@ -1466,6 +1466,139 @@ BEGIN
 END;
 $function$;
 
+-- function horsies_workflow_evaluate(p_workflow_id text, p_idx integer[], p_completed integer[], p_failed integer[], p_skipped integer[], p_evaluate boolean)
+CREATE OR REPLACE FUNCTION {{schema}}.horsies_workflow_evaluate(p_workflow_id text, p_idx integer[], p_completed integer[], p_failed integer[], p_skipped integer[], p_evaluate boolean)
+ RETURNS TABLE(node_index integer, status character varying, changed boolean, dependents integer[], subworkflow character varying, wait_kind character varying, input_template jsonb)
+ LANGUAGE plpgsql
+ SET plan_cache_mode TO 'force_generic_plan'
+ SET enable_seqscan TO 'off'
+ SET enable_hashjoin TO 'off'
+ SET enable_mergejoin TO 'off'
+AS $function$
+#variable_conflict use_column
+BEGIN
+  RETURN QUERY
+  WITH bump AS (
+    SELECT * FROM unnest(p_idx, p_completed, p_failed, p_skipped) AS b(node_index, completed, failed, skipped)
+  ), counted AS (
+    SELECT n.node_key, n.node_index, n.status AS old_status, n.join_rule, n.min_success, n.allow_failed_deps,
+           cardinality(n.dependencies) AS total,
+           n.deps_completed + b.completed AS c, n.deps_failed + b.failed AS f, n.deps_skipped + b.skipped AS s
+    FROM bump b JOIN {{schema}}.horsies_workflow_tasks n ON n.node_key = p_workflow_id || ':' || b.node_index
+  ), decided AS (
+    SELECT k.*,
+           CASE
+             WHEN k.old_status <> 'PENDING' OR NOT p_evaluate THEN k.old_status
+             WHEN k.join_rule = 'all' THEN
+               CASE WHEN k.c + k.f + k.s < k.total THEN 'PENDING'
+                    WHEN k.f + k.s > 0 AND NOT k.allow_failed_deps THEN 'SKIPPED'
+                    ELSE 'READY' END
+             WHEN k.join_rule = 'any' THEN
+               CASE WHEN k.c >= 1 THEN 'READY' WHEN k.c + k.f + k.s = k.total THEN 'SKIPPED' ELSE 'PENDING' END
+             ELSE
+               CASE WHEN k.c >= k.min_success THEN 'READY'
+                    WHEN k.total - k.f - k.s < k.min_success THEN 'SKIPPED'
+                    ELSE 'PENDING' END
+           END AS new_status
+    FROM counted k
+  )
+  UPDATE {{schema}}.horsies_workflow_tasks n
+  SET deps_completed = d.c, deps_failed = d.f, deps_skipped = d.s, status = d.new_status,
+      completed_at = CASE WHEN d.new_status = 'SKIPPED' AND d.old_status <> 'SKIPPED' THEN now()
+                          ELSE n.completed_at END,
+      result = CASE WHEN d.new_status = 'SKIPPED' AND d.old_status <> 'SKIPPED'
+                    THEN jsonb_build_object('err', jsonb_build_object(
+                      'code', 'UPSTREAM_SKIPPED', 'message', 'its dependencies did not meet its join rule'))
+                    ELSE n.result END,
+      error_code = CASE WHEN d.new_status = 'SKIPPED' AND d.old_status <> 'SKIPPED' THEN 'UPSTREAM_SKIPPED'
+                        ELSE n.error_code END,
+      updated_at = now()
+  FROM decided d
+  WHERE n.node_key = d.node_key
+  RETURNING n.node_index, n.status, n.status <> d.old_status, n.dependents, n.subworkflow, n.wait_kind,
+            CASE WHEN n.status = 'READY' AND d.old_status <> 'READY' THEN n.input_template END;
+END;
+$function$;
+
+-- function horsies_workflow_settle(p_keys text[])
+CREATE OR REPLACE FUNCTION {{schema}}.horsies_workflow_settle(p_keys text[])
+ RETURNS TABLE(node_index integer, status character varying, dependents integer[])
+ LANGUAGE plpgsql
+ SET plan_cache_mode TO 'force_generic_plan'
+ SET enable_seqscan TO 'off'
+ SET enable_hashjoin TO 'off'
+ SET enable_mergejoin TO 'off'
+AS $function$
+#variable_conflict use_column
+BEGIN
+  RETURN QUERY
+  WITH source AS (
+    SELECT n.node_key, n.subworkflow IS NOT NULL AS nested, t.id AS task_found, t.status AS task_status,
+           t.result AS task_result, c.id AS child_found, c.status AS child_status, c.result AS child_result,
+           n.wait_kind, n.wait_name, n.wait_timeout_ms, g.payload AS signal_payload
+    FROM {{schema}}.horsies_workflow_tasks n
+    LEFT JOIN {{schema}}.horsies_tasks t ON t.id = n.task_id
+    LEFT JOIN {{schema}}.horsies_workflows c ON c.id = n.child_workflow_id
+    LEFT JOIN LATERAL (
+      SELECT sg.payload FROM {{schema}}.horsies_workflow_signals sg
+      WHERE n.wait_kind = 'signal' AND n.status = 'RUNNING'
+        AND sg.workflow_id = n.workflow_id AND sg.node_index = n.node_index
+      ORDER BY sg.seq LIMIT 1) g ON true
+    -- Nodes found by their keys only: a status test the open-nodes index could serve (status || '' cannot) may
+    -- make a generic plan scan every open node of a wide workflow once per named node.
+    WHERE n.node_key = ANY (p_keys)
+      AND n.status || '' IN ('ENQUEUED', 'RUNNING')
+      AND CASE WHEN n.wait_kind IS NOT NULL
+               THEN n.status = 'RUNNING' AND (g.payload IS NOT NULL OR n.wait_due_at <= now())
+               WHEN n.subworkflow IS NULL
+               THEN t.id IS NULL OR t.status IN ('COMPLETED', 'FAILED', 'CANCELLED', 'EXPIRED')
+               ELSE c.id IS NULL OR c.status IN ('COMPLETED', 'FAILED', 'CANCELLED') END
+  ), decided AS (
+    SELECT s.node_key,
+           CASE
+             WHEN s.wait_kind = 'signal' AND s.signal_payload IS NOT NULL
+               THEN jsonb_build_object('ok', s.signal_payload)
+             WHEN s.wait_kind = 'signal' THEN jsonb_build_object('err', jsonb_build_object(
+               'code', 'WAIT_TIMEOUT',
+               'message', 'no signal "' || s.wait_name || '" came within ' || s.wait_timeout_ms || ' ms'))
+             WHEN s.wait_kind = 'sleep' THEN jsonb_build_object('ok', 'null'::jsonb)
+             WHEN s.nested AND s.child_status = 'COMPLETED' AND s.child_result ? 'ok' THEN s.child_result
+             WHEN s.nested THEN jsonb_build_object('err', jsonb_build_object(
+               'code', 'SUBWORKFLOW_FAILED',
+               'message', CASE WHEN s.child_found IS NULL THEN 'the child workflow of this node no longer exists'
+                               ELSE 'child workflow ' || s.child_found || ' ended ' || s.child_status END,
+               'data', jsonb_build_object(
+                 'workflowId', s.child_found,
+                 'status', s.child_status,
+                 'nodes', (SELECT jsonb_object_agg(k.status, k.count) FROM (
+                             SELECT cn.status, count(*) AS count FROM {{schema}}.horsies_workflow_tasks cn
+                             WHERE cn.workflow_id = s.child_found GROUP BY cn.status) k),
+                 'error', s.child_result -> 'err')))
+             WHEN s.task_found IS NULL THEN jsonb_build_object('err', jsonb_build_object(
+               'code', 'TASK_NOT_FOUND', 'message', 'the task of this node no longer exists'))
+             WHEN s.task_status = 'COMPLETED' AND s.task_result ? 'ok' THEN s.task_result
+             WHEN s.task_status = 'COMPLETED' THEN jsonb_build_object('err', jsonb_build_object(
+               'code', 'RESULT_NOT_AVAILABLE', 'message', 'the task completed but no result is stored'))
+             WHEN s.task_result ? 'err' THEN s.task_result
+             ELSE jsonb_build_object('err', jsonb_build_object(
+               'code', CASE s.task_status WHEN 'CANCELLED' THEN 'TASK_CANCELLED'
+                                          WHEN 'EXPIRED' THEN 'TASK_EXPIRED' ELSE 'WORKER_CRASHED' END,
+               'message', 'the task ended ' || s.task_status || ' without a stored error'))
+           END AS result
+    FROM source s
+  )
+  UPDATE {{schema}}.horsies_workflow_tasks n
+  SET status = CASE WHEN d.result ? 'ok' THEN 'COMPLETED' ELSE 'FAILED' END,
+      result = d.result,
+      error_code = d.result -> 'err' ->> 'code',
+      completed_at = now(),
+      updated_at = now()
+  FROM decided d
+  WHERE n.node_key = d.node_key
+  RETURNING n.node_index, n.status, n.dependents;
+END;
+$function$;
+
 -- function horsies_workflow_step(p_workflow_ids text[], p_nodes integer[], p_channel text, p_wait_for_flush boolean, p_eager jsonb)
 CREATE OR REPLACE FUNCTION {{schema}}.horsies_workflow_step(p_workflow_ids text[], p_nodes integer[], p_channel text, p_wait_for_flush boolean, p_eager jsonb DEFAULT NULL::jsonb)
  RETURNS TABLE(workflow_id character varying, status character varying, settled integer, enqueued integer, fallback boolean, ready integer[], parent_id character varying, parent_node integer, started jsonb)
@@ -1572,71 +1705,9 @@ BEGIN
       CONTINUE;
     END IF;
 
-    -- Settles the named nodes whose task (child workflow, wait) ended: WorkflowNodeSettle in src/db/workflows.ts.
-    WITH source AS (
-      SELECT n.node_key, n.subworkflow IS NOT NULL AS nested, t.id AS task_found, t.status AS task_status,
-             t.result AS task_result, c.id AS child_found, c.status AS child_status, c.result AS child_result,
-             n.wait_kind, n.wait_name, n.wait_timeout_ms, g.payload AS signal_payload
-      FROM {{schema}}.horsies_workflow_tasks n
-      LEFT JOIN {{schema}}.horsies_tasks t ON t.id = n.task_id
-      LEFT JOIN {{schema}}.horsies_workflows c ON c.id = n.child_workflow_id
-      LEFT JOIN LATERAL (
-        SELECT sg.payload FROM {{schema}}.horsies_workflow_signals sg
-        WHERE n.wait_kind = 'signal' AND n.status = 'RUNNING'
-          AND sg.workflow_id = n.workflow_id AND sg.node_index = n.node_index
-        ORDER BY sg.seq LIMIT 1) g ON true
-      -- Nodes found by their keys only: a status test the open-nodes index could serve (status || '' cannot) may
-      -- make a generic plan scan every open node of a wide workflow once per named node.
-      WHERE n.node_key = ANY (ARRAY(SELECT v_id || ':' || i FROM unnest(v_nodes) i))
-        AND n.status || '' IN ('ENQUEUED', 'RUNNING')
-        AND CASE WHEN n.wait_kind IS NOT NULL
-                 THEN n.status = 'RUNNING' AND (g.payload IS NOT NULL OR n.wait_due_at <= now())
-                 WHEN n.subworkflow IS NULL
-                 THEN t.id IS NULL OR t.status IN ('COMPLETED', 'FAILED', 'CANCELLED', 'EXPIRED')
-                 ELSE c.id IS NULL OR c.status IN ('COMPLETED', 'FAILED', 'CANCELLED') END
-    ), decided AS (
-      SELECT s.node_key,
-             CASE
-               WHEN s.wait_kind = 'signal' AND s.signal_payload IS NOT NULL
-                 THEN jsonb_build_object('ok', s.signal_payload)
-               WHEN s.wait_kind = 'signal' THEN jsonb_build_object('err', jsonb_build_object(
-                 'code', 'WAIT_TIMEOUT',
-                 'message', 'no signal "' || s.wait_name || '" came within ' || s.wait_timeout_ms || ' ms'))
-               WHEN s.wait_kind = 'sleep' THEN jsonb_build_object('ok', 'null'::jsonb)
-               WHEN s.nested AND s.child_status = 'COMPLETED' AND s.child_result ? 'ok' THEN s.child_result
-               WHEN s.nested THEN jsonb_build_object('err', jsonb_build_object(
-                 'code', 'SUBWORKFLOW_FAILED',
-                 'message', CASE WHEN s.child_found IS NULL THEN 'the child workflow of this node no longer exists'
-                                 ELSE 'child workflow ' || s.child_found || ' ended ' || s.child_status END,
-                 'data', jsonb_build_object(
-                   'workflowId', s.child_found,
-                   'status', s.child_status,
-                   'nodes', (SELECT jsonb_object_agg(k.status, k.count) FROM (
-                               SELECT cn.status, count(*) AS count FROM {{schema}}.horsies_workflow_tasks cn
-                               WHERE cn.workflow_id = s.child_found GROUP BY cn.status) k),
-                   'error', s.child_result -> 'err')))
-               WHEN s.task_found IS NULL THEN jsonb_build_object('err', jsonb_build_object(
-                 'code', 'TASK_NOT_FOUND', 'message', 'the task of this node no longer exists'))
-               WHEN s.task_status = 'COMPLETED' AND s.task_result ? 'ok' THEN s.task_result
-               WHEN s.task_status = 'COMPLETED' THEN jsonb_build_object('err', jsonb_build_object(
-                 'code', 'RESULT_NOT_AVAILABLE', 'message', 'the task completed but no result is stored'))
-               WHEN s.task_result ? 'err' THEN s.task_result
-               ELSE jsonb_build_object('err', jsonb_build_object(
-                 'code', CASE s.task_status WHEN 'CANCELLED' THEN 'TASK_CANCELLED'
-                                            WHEN 'EXPIRED' THEN 'TASK_EXPIRED' ELSE 'WORKER_CRASHED' END,
-                 'message', 'the task ended ' || s.task_status || ' without a stored error'))
-             END AS result
-      FROM source s
-    ), settled_nodes AS (
-      UPDATE {{schema}}.horsies_workflow_tasks n
-      SET status = CASE WHEN d.result ? 'ok' THEN 'COMPLETED' ELSE 'FAILED' END,
-          result = d.result,
-          error_code = d.result -> 'err' ->> 'code',
-          completed_at = now(),
-          updated_at = now()
-      FROM decided d
-      WHERE n.node_key = d.node_key
-      RETURNING n.node_index, n.status, n.dependents
+    -- Settles the named nodes whose task (child workflow, wait) ended.
+    WITH settled_nodes AS (
+      SELECT * FROM {{schema}}.horsies_workflow_settle(ARRAY(SELECT v_id || ':' || i FROM unnest(v_nodes) i))
     ), bumps AS (
       SELECT e.dep,
              count(*) FILTER (WHERE s.status = 'COMPLETED')::int AS c,
@@ -1663,49 +1734,14 @@ BEGIN
       CONTINUE;
     END IF;
 
-    -- The dependents learn the outcomes; their join rules decide (WorkflowNodeEvaluate); skips cascade.
+    -- The dependents learn the outcomes; their join rules decide (horsies_workflow_evaluate); skips cascade.
     v_ready_tasks := '{}';
     v_ready_other := '{}';
     WHILE cardinality(v_b_idx) > 0 LOOP
-      WITH bump AS (
-        SELECT * FROM unnest(v_b_idx, v_b_c, v_b_f, v_b_s) AS b(node_index, completed, failed, skipped)
-      ), counted AS (
-        SELECT n.node_key, n.node_index, n.status AS old_status, n.join_rule, n.min_success, n.allow_failed_deps,
-               cardinality(n.dependencies) AS total,
-               n.deps_completed + b.completed AS c, n.deps_failed + b.failed AS f, n.deps_skipped + b.skipped AS s
-        FROM bump b JOIN {{schema}}.horsies_workflow_tasks n ON n.node_key = v_id || ':' || b.node_index
-      ), decided AS (
-        SELECT k.*,
-               CASE
-                 WHEN k.old_status <> 'PENDING' THEN k.old_status
-                 WHEN k.join_rule = 'all' THEN
-                   CASE WHEN k.c + k.f + k.s < k.total THEN 'PENDING'
-                        WHEN k.f + k.s > 0 AND NOT k.allow_failed_deps THEN 'SKIPPED'
-                        ELSE 'READY' END
-                 WHEN k.join_rule = 'any' THEN
-                   CASE WHEN k.c >= 1 THEN 'READY' WHEN k.c + k.f + k.s = k.total THEN 'SKIPPED' ELSE 'PENDING' END
-                 ELSE
-                   CASE WHEN k.c >= k.min_success THEN 'READY'
-                        WHEN k.total - k.f - k.s < k.min_success THEN 'SKIPPED'
-                        ELSE 'PENDING' END
-               END AS new_status
-        FROM counted k
-      ), evaluated AS (
-        UPDATE {{schema}}.horsies_workflow_tasks n
-        SET deps_completed = d.c, deps_failed = d.f, deps_skipped = d.s, status = d.new_status,
-            completed_at = CASE WHEN d.new_status = 'SKIPPED' AND d.old_status <> 'SKIPPED' THEN now()
-                                ELSE n.completed_at END,
-            result = CASE WHEN d.new_status = 'SKIPPED' AND d.old_status <> 'SKIPPED'
-                          THEN jsonb_build_object('err', jsonb_build_object(
-                            'code', 'UPSTREAM_SKIPPED', 'message', 'its dependencies did not meet its join rule'))
-                          ELSE n.result END,
-            error_code = CASE WHEN d.new_status = 'SKIPPED' AND d.old_status <> 'SKIPPED' THEN 'UPSTREAM_SKIPPED'
-                              ELSE n.error_code END,
-            updated_at = now()
-        FROM decided d
-        WHERE n.node_key = d.node_key
-        RETURNING n.node_index, n.status, n.status <> d.old_status AS changed, n.dependents,
-                  n.subworkflow IS NOT NULL OR n.wait_kind IS NOT NULL AS started_by_caller
+      WITH evaluated AS (
+        SELECT v.node_index, v.status, v.changed, v.dependents,
+               v.subworkflow IS NOT NULL OR v.wait_kind IS NOT NULL AS started_by_caller
+        FROM {{schema}}.horsies_workflow_evaluate(v_id, v_b_idx, v_b_c, v_b_f, v_b_s, true) v
       ), next_bumps AS (
         SELECT e.dep, count(*)::int AS s
         FROM evaluated v, unnest(v.dependents) AS e(dep)

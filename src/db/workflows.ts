@@ -334,98 +334,33 @@ export interface SettledNodeRow {
   dependents: number[];
 }
 
-// The settle statement, for the nodes a step names (found by their keys) or for every open node of the
-// workflow (recovery). Two statements rather than one with "$2 IS NULL OR ...": a generic plan of the latter
-// scans every node of the workflow on each step, which made a 2,000-node fan-out quadratic.
-const settleSql = (nodes: 'named' | 'all'): string =>
-  `WITH source AS (
-     SELECT n.node_key, n.subworkflow IS NOT NULL AS nested, t.id AS task_found, t.status AS task_status,
-            t.result AS task_result, c.id AS child_found, c.status AS child_status, c.result AS child_result,
-            n.wait_kind, n.wait_name, n.wait_timeout_ms, g.payload AS signal_payload
-     FROM {{schema}}.horsies_workflow_tasks n
-     LEFT JOIN {{schema}}.horsies_tasks t ON t.id = n.task_id
-     LEFT JOIN {{schema}}.horsies_workflows c ON c.id = n.child_workflow_id
-     -- A waiting node's first delivery (its rows lead the table's primary key).
-     LEFT JOIN LATERAL (
-       SELECT sg.payload FROM {{schema}}.horsies_workflow_signals sg
-       WHERE n.wait_kind = 'signal' AND n.status = 'RUNNING'
-         AND sg.workflow_id = n.workflow_id AND sg.node_index = n.node_index
-       ORDER BY sg.seq LIMIT 1) g ON true
-     WHERE ${nodes === 'named' ? `n.node_key = ANY (${nodeKeys('$2')})` : 'n.workflow_id = $1'}
-       AND n.status IN ('ENQUEUED', 'RUNNING')
-       AND CASE WHEN n.wait_kind IS NOT NULL
-                -- A wait node: a delivery came, or its timer is due (a timeout, a sleep's end).
-                THEN n.status = 'RUNNING' AND (g.payload IS NOT NULL OR n.wait_due_at <= now())
-                WHEN n.subworkflow IS NULL
-                THEN t.id IS NULL OR t.status IN ('COMPLETED', 'FAILED', 'CANCELLED', 'EXPIRED')
-                ELSE c.id IS NULL OR c.status IN ('COMPLETED', 'FAILED', 'CANCELLED') END
-   ), decided AS (
-     SELECT s.node_key,
-            CASE
-              WHEN s.wait_kind = 'signal' AND s.signal_payload IS NOT NULL
-                THEN jsonb_build_object('ok', s.signal_payload)
-              WHEN s.wait_kind = 'signal' THEN jsonb_build_object('err', jsonb_build_object(
-                'code', 'WAIT_TIMEOUT',
-                'message', 'no signal "' || s.wait_name || '" came within ' || s.wait_timeout_ms || ' ms'))
-              WHEN s.wait_kind = 'sleep' THEN jsonb_build_object('ok', 'null'::jsonb)
-              WHEN s.nested AND s.child_status = 'COMPLETED' AND s.child_result ? 'ok' THEN s.child_result
-              WHEN s.nested THEN jsonb_build_object('err', jsonb_build_object(
-                'code', 'SUBWORKFLOW_FAILED',
-                'message', CASE WHEN s.child_found IS NULL THEN 'the child workflow of this node no longer exists'
-                                ELSE 'child workflow ' || s.child_found || ' ended ' || s.child_status END,
-                'data', jsonb_build_object(
-                  'workflowId', s.child_found,
-                  'status', s.child_status,
-                  'nodes', (SELECT jsonb_object_agg(k.status, k.count) FROM (
-                              SELECT cn.status, count(*) AS count FROM {{schema}}.horsies_workflow_tasks cn
-                              WHERE cn.workflow_id = s.child_found GROUP BY cn.status) k),
-                  'error', s.child_result -> 'err')))
-              WHEN s.task_found IS NULL THEN jsonb_build_object('err', jsonb_build_object(
-                'code', 'TASK_NOT_FOUND', 'message', 'the task of this node no longer exists'))
-              WHEN s.task_status = 'COMPLETED' AND s.task_result ? 'ok' THEN s.task_result
-              WHEN s.task_status = 'COMPLETED' THEN jsonb_build_object('err', jsonb_build_object(
-                'code', 'RESULT_NOT_AVAILABLE', 'message', 'the task completed but no result is stored'))
-              WHEN s.task_result ? 'err' THEN s.task_result
-              ELSE jsonb_build_object('err', jsonb_build_object(
-                'code', CASE s.task_status WHEN 'CANCELLED' THEN 'TASK_CANCELLED'
-                                           WHEN 'EXPIRED' THEN 'TASK_EXPIRED' ELSE 'WORKER_CRASHED' END,
-                'message', 'the task ended ' || s.task_status || ' without a stored error'))
-            END AS result
-     FROM source s
-   )
-   UPDATE {{schema}}.horsies_workflow_tasks n
-   SET status = CASE WHEN d.result ? 'ok' THEN 'COMPLETED' ELSE 'FAILED' END,
-       result = d.result,
-       error_code = d.result -> 'err' ->> 'code',
-       completed_at = now(),
-       updated_at = now()
-   FROM decided d
-   WHERE n.node_key = d.node_key
-   RETURNING n.node_index, n.status, n.dependents`;
-
 /** SQL for the node keys of workflow $1 and the node indexes in the int[] parameter `param`. */
 function nodeKeys(param: string): string {
   return `ARRAY(SELECT $1 || ':' || i FROM unnest(${param}::int[]) i)`;
 }
 
 /**
- * ENQUEUED or RUNNING → COMPLETED or FAILED for the named nodes whose task is terminal (or gone), with the task's
- * stored result, or a synthesized one where none is stored: `WORKER_CRASHED` for FAILED, `TASK_CANCELLED`,
- * `TASK_EXPIRED`, `RESULT_NOT_AVAILABLE` for COMPLETED (the node fails) and `TASK_NOT_FOUND` for a task row that
- * no longer exists. A subworkflow node settles from its child workflow once that ended: the child's result, or
- * `SUBWORKFLOW_FAILED` with the child's id, status, node counts by status and error. A compare-and-set: a node
- * already terminal is not changed again, so a replay is a no-op.
+ * ENQUEUED or RUNNING → COMPLETED or FAILED for the named nodes whose task (child workflow, wait) ended, with the
+ * outcome it stored or one made for it (routines/horsies_workflow_settle.sql, the one text of the settle, which the
+ * server-side step calls too). A compare-and-set: a node already terminal is not changed again, so a replay is a
+ * no-op.
  */
 export const WorkflowNodeSettle = statement<{ workflowId: string; nodes: number[] }, SettledNodeRow>(
   'WorkflowNodeSettle',
-  settleSql('named'),
+  `SELECT * FROM {{schema}}.horsies_workflow_settle(${nodeKeys('$2')})`,
   ({ workflowId, nodes }) => [workflowId, nodes],
 );
 
-/** {@link WorkflowNodeSettle} for every open node of the workflow (recovery). */
+/**
+ * {@link WorkflowNodeSettle} for every open node of the workflow (recovery), found through the open-nodes index.
+ * Two statements rather than one with "$2 IS NULL OR ...": a generic plan of the latter scans every node of the
+ * workflow on each step, which made a 2,000-node fan-out quadratic.
+ */
 export const WorkflowNodeSettleAll = statement<{ workflowId: string }, SettledNodeRow>(
   'WorkflowNodeSettleAll',
-  settleSql('all'),
+  `SELECT * FROM {{schema}}.horsies_workflow_settle(ARRAY(
+     SELECT n.node_key FROM {{schema}}.horsies_workflow_tasks n
+     WHERE n.workflow_id = $1 AND n.status IN ('ENQUEUED', 'RUNNING')))`,
   ({ workflowId }) => [workflowId],
 );
 
@@ -447,15 +382,10 @@ export interface EvaluatedNodeRow {
 
 /**
  * Adds the outcomes of dependencies that just turned terminal to each dependent's counters and, when `evaluate`
- * (the workflow runs), applies the join rule of every dependent still PENDING: READY, SKIPPED (with an
- * `UPSTREAM_SKIPPED` error) or still PENDING.
- *
- * - `all`: decided when every dependency is terminal; SKIPPED if one failed or was skipped, unless
- *   `allow_failed_deps`.
- * - `any`: READY at the first COMPLETED dependency; SKIPPED when all are terminal and none completed.
- * - `quorum`: READY at `min_success` completions; SKIPPED as soon as they can no longer be reached.
- *
- * Bumps of zero re-evaluate a node as it stands (resume, recovery).
+ * (the workflow runs), applies the join rule of every dependent still PENDING: READY, SKIPPED or still PENDING
+ * (routines/horsies_workflow_evaluate.sql, the one text of the join rules, which the server-side step calls too).
+ * A node that became READY comes with the state of the nodes its input reads from. Bumps of zero re-evaluate a
+ * node as it stands (resume, recovery).
  */
 export const WorkflowNodeEvaluate = statement<
   {
@@ -466,51 +396,15 @@ export const WorkflowNodeEvaluate = statement<
   EvaluatedNodeRow
 >(
   'WorkflowNodeEvaluate',
-  `WITH bump AS (
-     SELECT * FROM unnest($2::int[], $3::int[], $4::int[], $5::int[]) AS b(node_index, completed, failed, skipped)
-   ), counted AS (
-     SELECT n.node_key, n.node_index, n.status AS old_status, n.join_rule, n.min_success, n.allow_failed_deps,
-            cardinality(n.dependencies) AS total,
-            n.deps_completed + b.completed AS c, n.deps_failed + b.failed AS f, n.deps_skipped + b.skipped AS s
-     FROM bump b JOIN {{schema}}.horsies_workflow_tasks n ON n.node_key = $1 || ':' || b.node_index
-   ), decided AS (
-     SELECT k.*,
-            CASE
-              WHEN k.old_status <> 'PENDING' OR NOT $6::bool THEN k.old_status
-              WHEN k.join_rule = 'all' THEN
-                CASE WHEN k.c + k.f + k.s < k.total THEN 'PENDING'
-                     WHEN k.f + k.s > 0 AND NOT k.allow_failed_deps THEN 'SKIPPED'
-                     ELSE 'READY' END
-              WHEN k.join_rule = 'any' THEN
-                CASE WHEN k.c >= 1 THEN 'READY' WHEN k.c + k.f + k.s = k.total THEN 'SKIPPED' ELSE 'PENDING' END
-              ELSE
-                CASE WHEN k.c >= k.min_success THEN 'READY'
-                     WHEN k.total - k.f - k.s < k.min_success THEN 'SKIPPED'
-                     ELSE 'PENDING' END
-            END AS new_status
-     FROM counted k
-   )
-   UPDATE {{schema}}.horsies_workflow_tasks n
-   SET deps_completed = d.c, deps_failed = d.f, deps_skipped = d.s, status = d.new_status,
-       completed_at = CASE WHEN d.new_status = 'SKIPPED' AND d.old_status <> 'SKIPPED' THEN now() ELSE n.completed_at END,
-       result = CASE WHEN d.new_status = 'SKIPPED' AND d.old_status <> 'SKIPPED'
-                     THEN jsonb_build_object('err', jsonb_build_object(
-                       'code', 'UPSTREAM_SKIPPED', 'message', 'its dependencies did not meet its join rule'))
-                     ELSE n.result END,
-       error_code = CASE WHEN d.new_status = 'SKIPPED' AND d.old_status <> 'SKIPPED' THEN 'UPSTREAM_SKIPPED'
-                         ELSE n.error_code END,
-       updated_at = now()
-   FROM decided d
-   WHERE n.node_key = d.node_key
-   RETURNING n.node_index, n.status, n.status <> d.old_status AS changed, n.dependents, n.subworkflow, n.wait_kind,
-             CASE WHEN n.status = 'READY' AND d.old_status <> 'READY' THEN n.input_template END AS input_template,
-             CASE WHEN n.status = 'READY' AND d.old_status <> 'READY' THEN (
-               SELECT jsonb_object_agg(u.node_index, jsonb_build_object('status', u.status, 'result', u.result))
-               FROM {{schema}}.horsies_workflow_tasks u
-               WHERE u.node_key = ANY (ARRAY(
-                 SELECT $1 || ':' || (r ->> 'node') FROM jsonb_array_elements(n.input_template -> 'refs') r
-                 WHERE r ->> 'kind' <> 'param'))
-             ) END AS upstream`,
+  `SELECT e.node_index, e.status, e.changed, e.dependents, e.subworkflow, e.wait_kind, e.input_template,
+          CASE WHEN e.input_template IS NOT NULL THEN (
+            SELECT jsonb_object_agg(u.node_index, jsonb_build_object('status', u.status, 'result', u.result))
+            FROM {{schema}}.horsies_workflow_tasks u
+            WHERE u.node_key = ANY (ARRAY(
+              SELECT $1 || ':' || (r ->> 'node') FROM jsonb_array_elements(e.input_template -> 'refs') r
+              WHERE r ->> 'kind' <> 'param'))
+          ) END AS upstream
+   FROM {{schema}}.horsies_workflow_evaluate($1, $2::int[], $3::int[], $4::int[], $5::int[], $6::bool) e`,
   ({ workflowId, bumps, evaluate }) => [
     workflowId,
     bumps.map((b) => b.index),
