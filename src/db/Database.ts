@@ -189,7 +189,11 @@ export class Database {
     const values = stmt.values(params);
     for (let retried = false; ; retried = true) {
       try {
-        const result = await (on ?? this.pool).query({ ...this.config(stmt), values, types: statementTypes });
+        const result = await (on ?? this.pool).query({
+          ...this.queryConfig(stmt),
+          values,
+          types: statementTypes,
+        });
         return result.rows as R[];
       } catch (error) {
         if (isStalePlanError(error)) {
@@ -261,12 +265,21 @@ export class Database {
     if (this.ownsPool) await this.pool.end();
   }
 
-  private renamePrepared(): void {
+  /**
+   * A connection refused a prepared statement whose plan went stale (see {@link isStalePlanError}): every statement
+   * is renamed, so that each connection prepares it anew.
+   * @internal
+   */
+  renamePrepared(): void {
     this.generation += 1;
     this.rendered.clear();
   }
 
-  private config<P, R>(stmt: Statement<P, R>): pg.QueryConfig {
+  /**
+   * The statement as sent: its text for this schema, under its prepared name (unless prepared statements are off).
+   * @internal
+   */
+  queryConfig<P, R>(stmt: Statement<P, R>): pg.QueryConfig {
     let config = this.rendered.get(stmt as Statement<never, unknown>);
     if (!config) {
       const text = renderSql(stmt.sql, this.schema);

@@ -20,8 +20,9 @@
  * On a pool of the caller's that is not in pipeline mode the same statements go one after the other.
  */
 import pg from 'pg';
-import { renderSql, statement } from './sql.js';
+import { statement } from './sql.js';
 import type { Statement } from './sql.js';
+import { isStalePlanError } from './Database.js';
 import type { Database } from './Database.js';
 import { statementTypes } from './typeParsers.js';
 
@@ -129,7 +130,8 @@ export class HeldTransaction {
       this.state = 'open';
       throw new TypeError(`${stmt.name}: a value is not a string, number, boolean, null or an array of them`);
     }
-    const query = { text: renderSql(stmt.sql, db.schema), values, types: statementTypes };
+    // Prepared under its name, as Database.run sends it: parsed and planned once per connection, not once per task.
+    const query = { ...db.queryConfig(stmt), values, types: statementTypes };
     try {
       let ran: PromiseSettledResult<pg.QueryResult>;
       let ended: PromiseSettledResult<pg.QueryResult>;
@@ -142,7 +144,11 @@ export class HeldTransaction {
       if (ended.status === 'rejected') throw ended.reason;
       // COMMIT in an aborted transaction ends it as ROLLBACK would, and says so in its command tag.
       if (ended.value.command !== 'COMMIT') {
-        if (ran.status === 'rejected') return { committed: false, error: await db.explain(ran.reason) };
+        if (ran.status === 'rejected') {
+          // Prepared on this connection before a migration changed what it returns: the next call renames it.
+          if (isStalePlanError(ran.reason)) db.renamePrepared();
+          return { committed: false, error: await db.explain(ran.reason) };
+        }
         throw new Error(`the transaction ended in ${ended.value.command} instead of COMMIT`);
       }
       if (ran.status === 'rejected') {
