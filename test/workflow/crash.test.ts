@@ -19,6 +19,15 @@ afterAll(() => fixture.app.close());
 const env = { databaseUrl: databaseUrl(), schema: t.schema, recovery };
 const args = ['--concurrency', '4', '--poll-interval', '200'];
 
+/** Numbers in [0, 1) drawn from `seed` (a linear congruential generator): a failing run replays with its seed. */
+function seededRandom(seed: number): () => number {
+  let state = seed;
+  return () => {
+    state = (state * 1_103_515_245 + 12_345) % 2 ** 31;
+    return state / 2 ** 31;
+  };
+}
+
 async function taskStatus(workflowId: string, nodeIndex: number): Promise<string | undefined> {
   const [row] = await t.query<{ status: string }>(
     `SELECT t.status FROM {{schema}}.horsies_tasks t WHERE t.workflow_id = $1 AND t.workflow_node = $2`,
@@ -99,11 +108,7 @@ describe('a workflow whose worker is killed', () => {
   it('completes a 202-node workflow with the right result while random workers are killed', async () => {
     const WIDTH = 200;
     const seed = Number(process.env.HORSIES_CHAOS_SEED ?? Date.now() % 1_000_000);
-    let state = seed;
-    const random = (): number => {
-      state = (state * 1_103_515_245 + 12_345) % 2 ** 31;
-      return state / 2 ** 31;
-    };
+    const random = seededRandom(seed);
     const wf = workflow(fixture.app, 'wide-under-kills');
     const root = wf.node(fixture.steady, { input: { n: 0, ms: 0 }, id: 'root' });
     const parts = Array.from({ length: WIDTH }, (_, n) =>
@@ -161,11 +166,7 @@ describe('a workflow whose worker is killed', () => {
     const CHAINS = 6;
     const LENGTH = 33;
     const seed = Number(process.env.HORSIES_CHAOS_SEED ?? Date.now() % 1_000_000);
-    let state = seed;
-    const random = (): number => {
-      state = (state * 1_103_515_245 + 12_345) % 2 ** 31;
-      return state / 2 ** 31;
-    };
+    const random = seededRandom(seed);
     // Six chains on three workers of four slots (eight while one restarts): a slot is free when a link ends, and
     // no task waits in the queue, so its worker's step starts the next link itself.
     const wf = workflow(fixture.app, 'chains-under-kills');
