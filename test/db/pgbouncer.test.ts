@@ -11,6 +11,7 @@ import { startPgBouncer } from '../../scripts/pgbouncer.js';
 import type { PgBouncer } from '../../scripts/pgbouncer.js';
 import { createWorker } from '../../src/worker/Worker.js';
 import { databaseUrl, eventually, useTestSchema } from '../support/db.js';
+import { requestCancelSilently } from '../support/factories.js';
 
 const t = await useTestSchema();
 let bouncer: PgBouncer;
@@ -141,19 +142,7 @@ describe('through PgBouncer in transaction mode', () => {
         ctx.transaction(async (tx) => {
           await tx.query(insert, [ctx.taskId]);
           // A cancel request the worker does not hear of (no trigger, no notification): only the fence sees it.
-          if (refuse) {
-            const side = await t.pool.connect();
-            try {
-              await side.query("SET session_replication_role = 'replica'");
-              await side.query(
-                `UPDATE "${t.schema}".horsies_tasks SET cancel_requested_at = now() WHERE id = $1`,
-                [ctx.taskId],
-              );
-              await side.query("SET session_replication_role = 'origin'");
-            } finally {
-              side.release();
-            }
-          }
+          if (refuse) await requestCancelSilently(t, ctx.taskId);
           return ctx.taskId;
         }),
     });

@@ -116,6 +116,23 @@ export async function insertAttempt(
   );
 }
 
+/**
+ * Requests a task's cancel the way no listener hears of: the update runs with triggers off for its session
+ * (`session_replication_role = replica`), so no notification goes out and only the completion's fence sees it.
+ */
+export async function requestCancelSilently(t: TestSchema, taskId: string): Promise<void> {
+  const side = await t.pool.connect();
+  try {
+    await side.query("SET session_replication_role = 'replica'");
+    await side.query(`UPDATE "${t.schema}".horsies_tasks SET cancel_requested_at = now() WHERE id = $1`, [
+      taskId,
+    ]);
+    await side.query("SET session_replication_role = 'origin'");
+  } finally {
+    side.release();
+  }
+}
+
 /** The factories bound to one test schema. */
 export function factoriesFor(t: TestSchema) {
   return {
@@ -123,5 +140,6 @@ export function factoriesFor(t: TestSchema) {
     insertTask: (spec: TaskSpec): Promise<string> => insertTask(t, spec),
     insertAttempt: (taskId: string, attempt: number, outcome: 'COMPLETED' | 'FAILED'): Promise<void> =>
       insertAttempt(t, taskId, attempt, outcome),
+    requestCancelSilently: (taskId: string): Promise<void> => requestCancelSilently(t, taskId),
   };
 }

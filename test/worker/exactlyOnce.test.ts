@@ -13,6 +13,7 @@ import { TaskError, TaskTransactionError } from '../../src/errors.js';
 import { workflow } from '../../src/workflow/WorkflowDefinition.js';
 import { createWorker } from '../../src/worker/Worker.js';
 import { eventually, trackStarts, useTestSchema, waitForEvent } from '../support/db.js';
+import { requestCancelSilently } from '../support/factories.js';
 import { fixtureModule, importFixture } from '../support/fixtures.js';
 import { gate } from '../support/gate.js';
 
@@ -369,17 +370,7 @@ describe('the transactional finish', () => {
             await tx.query(insertEffect, [ctx.taskId, 'cancelled']);
             // A cancel request written without its notification (triggers off for this session), so the worker
             // learns of it only from the fence; its poll for cancel requests is a minute away.
-            const side = await t.pool.connect();
-            try {
-              await side.query("SET session_replication_role = 'replica'");
-              await side.query(
-                `UPDATE "${t.schema}".horsies_tasks SET cancel_requested_at = now() WHERE id = $1`,
-                [ctx.taskId],
-              );
-              await side.query("SET session_replication_role = 'origin'");
-            } finally {
-              side.release();
-            }
+            await requestCancelSilently(t, ctx.taskId);
             return 'done';
           });
         } catch (error) {
