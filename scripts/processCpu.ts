@@ -16,19 +16,54 @@ export function processIds(comm: string): string[] {
   });
 }
 
-/** CPU time (ms) of every process named `comm` (`postgres`, `redis-server`), with what their exited children used. */
-export function processCpuMs(comm: string): number {
-  let ticks = 0;
-  for (const pid of processIds(comm)) {
+/**
+ * The postmaster of the PostgreSQL server a backend belongs to (the backend's parent process), or null when that
+ * backend is not a `postgres` process on this machine (a server elsewhere). `backendPid` is what
+ * `SELECT pg_backend_pid()` returns on a connection to the server.
+ */
+export function postmasterPid(backendPid: number): number | null {
+  try {
+    if (readFileSync(`/proc/${backendPid}/comm`, 'utf8').trim() !== 'postgres') return null;
+    // The parent's id is the 4th field of the stat file (index 1 after the command).
+    const parent = Number(statFields(`/proc/${backendPid}/stat`)[1]);
+    return readFileSync(`/proc/${parent}/comm`, 'utf8').trim() === 'postgres' ? parent : null;
+  } catch {
+    return null; // no such process here
+  }
+}
+
+/**
+ * CPU time (ms) of one server: the process `rootPid` (a postmaster, a `redis-server`) and every process below it,
+ * with what their exited children used. Other servers on the machine (another test run's, say) are not counted.
+ * Null (a server not on this machine) counts nothing.
+ */
+export function processTreeCpuMs(rootPid: number | null): number {
+  if (rootPid === null) return 0;
+  const children = new Map<number, number[]>();
+  const ticks = new Map<number, number>();
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
     try {
+      const fields = statFields(`/proc/${entry}/stat`);
+      const pid = Number(entry);
+      const parent = Number(fields[1]);
+      children.set(parent, [...(children.get(parent) ?? []), pid]);
       // utime, stime, cutime and cstime.
-      const fields = statFields(`/proc/${pid}/stat`);
-      ticks += [11, 12, 13, 14].reduce((sum, i) => sum + Number(fields[i]), 0);
+      ticks.set(
+        pid,
+        [11, 12, 13, 14].reduce((sum, i) => sum + Number(fields[i]), 0),
+      );
     } catch {
       // the process ended meanwhile
     }
   }
-  return ticks * 10; // USER_HZ is 100 on Linux
+  let total = 0;
+  const pending = [rootPid];
+  for (let pid = pending.pop(); pid !== undefined; pid = pending.pop()) {
+    total += ticks.get(pid) ?? 0;
+    pending.push(...(children.get(pid) ?? []));
+  }
+  return total * 10; // USER_HZ is 100 on Linux
 }
 
 /**

@@ -7,8 +7,9 @@
  * creates the app without metrics, so the leader reads no cluster figures; KEEP=1 leaves the schema behind;
  * PATCH_SQL=<file> applies that SQL after the migrations, for experiments; BACKLOG=<n> queues n more tasks behind
  * them, which the drain does not wait for, as the benchmark's backlog scenario does) and prints:
- * tasks/s; the CPU time per task of the PostgreSQL processes (read from /proc, so only for a server on this Linux
- * machine) and of this process (split into its main thread and the others, where V8 compiles optimized code and
+ * tasks/s; the CPU time per task of the PostgreSQL server drained through (its postmaster and the processes under
+ * it, read from /proc, so only for a server on this Linux machine: other servers beside it are not counted) and of
+ * this process (split into its main thread and the others, where V8 compiles optimized code and
  * helps the garbage collector: a first drain in a fresh process pays for that compilation); how long after the
  * last handler run the last outcome was written (the drain's tail); and, per statement the
  * worker sent, the calls, tasks per call and time per call as the client saw it, beside the server's execution
@@ -17,7 +18,7 @@
  * (open it in Chrome's DevTools), and the functions with the most self time are printed. With HEAP_PROFILE=<file>,
  * a sampling profile of what this process allocated during the drain, garbage included, is written there, and the
  * functions that allocated the most are printed (bytes per task). With TIMELINE=<ms>, the drain in steps of that
- * many milliseconds from the worker's start: tasks finished, this process's CPU, the PostgreSQL processes' CPU
+ * many milliseconds from the worker's start: tasks finished, this process's CPU, that PostgreSQL server's CPU
  * (counted by /proc in 10 ms ticks: read it over several steps; with both cores busy the two add up to twice the
  * step), statements sent and tasks they carried. ROUNDS=<n> drains n times in this process, each on a fresh schema
  * and worker: the first pays for compiling the worker's code, the later ones show it warm. horsies is the built
@@ -36,7 +37,7 @@ import { pino } from 'pino';
 import { z } from 'zod';
 import type { Statement } from '../src/db/sql.js';
 import { runScript, withDatabase } from './database.js';
-import { processCpuMs, threadCpuMs } from './processCpu.js';
+import { postmasterPid, processTreeCpuMs, threadCpuMs } from './processCpu.js';
 import { type ServerProfile, startServerProfile } from './serverProfile.js';
 
 // The package as an application runs it (dist/, built by `npm run build:lib`, which `npm run profile:drain` runs
@@ -77,7 +78,7 @@ interface Step {
   finished: number;
   /** This process's CPU time (µs) at the step's first event. */
   cpuAt: number;
-  /** The PostgreSQL processes' CPU time (ms) at the step's first event. */
+  /** The PostgreSQL server's CPU time (ms) at the step's first event. */
   serverAt: number;
   /** Per statement: calls sent in the step, tasks they carried. */
   sent: Map<string, { calls: number; rows: number }>;
@@ -86,6 +87,8 @@ interface Step {
 const TIMELINE_MS = Number(process.env.TIMELINE ?? 0);
 const steps: Step[] = [];
 let timelineStart = 0;
+/** The postmaster of the server the drain talks to: only its processes count, not other servers on the machine. */
+let serverPid: number | null = null;
 
 function stepNow(): Step {
   const at = Math.floor((performance.now() - timelineStart) / TIMELINE_MS);
@@ -94,7 +97,7 @@ function stepNow(): Step {
     steps.push({
       finished: 0,
       cpuAt: cpu.user + cpu.system,
-      serverAt: processCpuMs('postgres'),
+      serverAt: processTreeCpuMs(serverPid),
       sent: new Map(),
     });
   }
@@ -115,6 +118,9 @@ async function profile(databaseUrl: string, throughput: 'high' | 'default'): Pro
   });
   await app.db.pool.query(`DROP SCHEMA IF EXISTS ${SCHEMA} CASCADE`);
   await app.migrate();
+  const backend = await app.db.pool.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
+  serverPid = postmasterPid(backend.rows[0]!.pid);
+  if (serverPid === null) console.log('PostgreSQL CPU not measured: the server is not on this machine');
   // An experiment's SQL, applied to the migrated schema (a changed function, say).
   if (process.env.PATCH_SQL) await app.db.pool.query(readFileSync(process.env.PATCH_SQL, 'utf8'));
   // When the last of the drained tasks ran: what follows until its outcome is written is the drain's tail.
@@ -209,7 +215,7 @@ async function profile(databaseUrl: string, throughput: 'high' | 'default'): Pro
   }
   const wal0 = WAL_STATS ? await walInsertPosition(app.db.pool) : null;
   const threads0 = threadCpuMs();
-  const pg0 = processCpuMs('postgres');
+  const pg0 = processTreeCpuMs(serverPid);
   const cpu0 = process.cpuUsage();
   const started = performance.now();
   timelineStart = started;
@@ -218,7 +224,7 @@ async function profile(databaseUrl: string, throughput: 'high' | 'default'): Pro
   await done;
   const ended = performance.now();
   const seconds = (ended - started) / 1000;
-  const pgEnd = processCpuMs('postgres');
+  const pgEnd = processTreeCpuMs(serverPid);
   const wal1 = WAL_STATS ? await walInsertPosition(app.db.pool) : null;
   const pgUs = ((pgEnd - pg0) / TASKS) * 1000;
   await serverProfile?.stop();

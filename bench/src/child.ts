@@ -30,6 +30,7 @@ async function main(): Promise<void> {
     postgres: await connectPostgres(config.postgresUrl, 'DATABASE_URL'),
     redis: config.redis && {
       ...config.redis,
+      pid: null,
       version: '',
       flush: () => Promise.reject(new Error('not in the child')),
       stop: async () => undefined,

@@ -16,6 +16,8 @@ export const REDIS_SERVER_PATH = '/usr/bin/redis-server';
 export interface RedisEnv {
   host: string;
   port: number;
+  /** The server's process id, to read its CPU time from /proc (null where the harness did not start it). */
+  pid: number | null;
   version: string;
   /** Deletes every key. */
   flush(): Promise<void>;
@@ -65,6 +67,7 @@ export async function startRedis(): Promise<RedisStart> {
       redis: {
         host: '127.0.0.1',
         port,
+        pid: child.pid ?? null,
         version,
         async flush() {
           await client.flushall();

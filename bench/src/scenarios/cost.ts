@@ -1,12 +1,13 @@
 /**
  * What a drain costs per task, beside its rate: the store server's CPU, the harness process's CPU (the subject's
- * worker and its driver run in it), and for PostgreSQL the WAL written. The servers' CPU is read from /proc for
- * every process named `postgres` (or `redis-server`), their exited children included, so it is only measured when
- * the server runs on this machine: the embedded PostgreSQL and the harness's Redis, not a DATABASE_URL elsewhere.
+ * worker and its driver run in it), and for PostgreSQL the WAL written. The server's CPU is read from /proc for the
+ * server the subject talks to (PostgreSQL's postmaster, or the harness's `redis-server`, and every process under
+ * it, their exited children included; other servers on the machine do not count), so it is only measured when the
+ * server runs on this machine: the embedded PostgreSQL and the harness's Redis, not a DATABASE_URL elsewhere.
  * The WAL is the server's insert position before and after (server-wide: one subject runs at a time, but the
  * checkpointer and autovacuum count too).
  */
-import { processCpuMs } from '../../../scripts/processCpu.js';
+import { postmasterPid, processTreeCpuMs } from '../../../scripts/processCpu.js';
 import type { Subject } from '../peers/types.js';
 import type { Column, RunContext } from './types.js';
 
@@ -41,7 +42,14 @@ export interface CostMeter {
 /** Starts measuring what `subject`'s drain costs. */
 export async function startCostMeter(subject: Subject, ctx: RunContext): Promise<CostMeter> {
   const local = subject.store === 'redis' ? ctx.env.redis !== null : ctx.env.postgres.source === 'embedded';
-  const comm = subject.store === 'redis' ? 'redis-server' : 'postgres';
+  const serverPid = !local
+    ? null
+    : subject.store === 'redis'
+      ? (ctx.env.redis?.pid ?? null)
+      : postmasterPid(
+          (await ctx.env.postgres.admin.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!
+            .pid,
+        );
   const walPosition = async (): Promise<string | null> => {
     if (subject.store !== 'postgres') return null;
     const { rows } = await ctx.env.postgres.admin.query<{ lsn: string }>(
@@ -50,7 +58,7 @@ export async function startCostMeter(subject: Subject, ctx: RunContext): Promise
     return rows[0]!.lsn;
   };
   const wal0 = await walPosition();
-  const server0 = local ? processCpuMs(comm) : 0;
+  const server0 = processTreeCpuMs(serverPid);
   const harness0 = process.cpuUsage();
   return {
     async stop(tasks, key) {
@@ -58,7 +66,8 @@ export async function startCostMeter(subject: Subject, ctx: RunContext): Promise
       const values: Record<string, number> = {
         [`harness:${key}`]: (harness.user + harness.system) / tasks,
       };
-      if (local) values[`server:${key}`] = ((processCpuMs(comm) - server0) * 1000) / tasks;
+      if (serverPid !== null)
+        values[`server:${key}`] = ((processTreeCpuMs(serverPid) - server0) * 1000) / tasks;
       if (wal0 !== null) {
         const { rows } = await ctx.env.postgres.admin.query<{ bytes: string }>(
           'SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), $1)::text AS bytes',
