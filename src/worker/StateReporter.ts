@@ -64,9 +64,9 @@ export class StateReporter {
         ...app.recovery,
         capMode: app.capMode,
         prefetchBuffer: app.prefetchBuffer,
-        prefetch: cfg.prefetch,
-        // Tasks started ahead count a crashed attempt when this worker dies (see WorkerConfig.prefetch.startAhead).
-        startPrefetched: cfg.startPrefetched,
+        // Named as in WorkerConfig.prefetch; rows of workers before the grouped config hold `prefetch` (the size,
+        // a number) and `startPrefetched` instead. Tasks started ahead count a crashed attempt when this worker dies.
+        prefetch: { size: cfg.prefetch, startAhead: cfg.startPrefetched },
         concurrency: cfg.concurrency,
       },
       taskNames: [...tasks.keys()],

@@ -48,8 +48,7 @@ describe('worker snapshots', () => {
       claimedStaleThresholdMs: 120_000,
       capMode: 'hard',
       concurrency: 3,
-      prefetch: 1,
-      startPrefetched: false,
+      prefetch: { size: 1, startAhead: false },
     });
     expect(snapshot.memory_usage_mb as number).toBeGreaterThan(0);
     expect(snapshot.memory_percent as number).toBeGreaterThan(0);
