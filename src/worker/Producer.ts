@@ -293,15 +293,7 @@ export class Producer {
   /** A step that was lent `slots` returned: what it started runs now, and the slots it left are free again. */
   stepStarted(slots: StepSlots, rows: ClaimAndStartRow[]): void {
     if (rows.length === 0) this.dispatcher.cancelReservation(slots.slots);
-    else {
-      const started = rows.map((r) => ({
-        id: r.id,
-        status: 'RUNNING' as const,
-        attempt: r.attempt,
-        started_at: r.started_at,
-      }));
-      this.claimed(rows, { tasks: rows, rows: started, reserved: slots.slots });
-    }
+    else this.claimed(rows, startedWithClaim(rows, slots.slots));
     // Slots the step did not take are free for a claim.
     if (rows.length < slots.slots) this.wake(false);
   }
@@ -337,13 +329,7 @@ export class Producer {
       this.dispatcher.cancelReservation(reserved);
       return { rows, started: undefined, asked: limit };
     }
-    const started = running.map((r) => ({
-      id: r.id,
-      status: 'RUNNING' as const,
-      attempt: r.attempt,
-      started_at: r.started_at,
-    }));
-    return { rows, started: { tasks: running, rows: started, reserved }, asked: limit };
+    return { rows, started: startedWithClaim(running, reserved), asked: limit };
   }
 
   private claimParams(queue: string, taskNames: string[], limit: number) {
@@ -464,4 +450,15 @@ export class Producer {
       };
     });
   }
+}
+
+/** Tasks written RUNNING where they were claimed or inserted (a claim that starts, a workflow step), with their slots. */
+function startedWithClaim(tasks: ClaimAndStartRow[], reserved: number): StartedWithClaim {
+  const rows = tasks.map((r) => ({
+    id: r.id,
+    status: 'RUNNING' as const,
+    attempt: r.attempt,
+    started_at: r.started_at,
+  }));
+  return { tasks, rows, reserved };
 }
