@@ -36,6 +36,7 @@
 --   0031 worker_stops
 --   0032 claim_token
 --   0033 eager_steps
+--   0034 one_start
 
 -- sequence horsies_heartbeats_id_seq
 CREATE SEQUENCE {{schema}}.horsies_heartbeats_id_seq AS bigint
@@ -721,7 +722,7 @@ BEGIN
     RETURN;
   END IF;
   RETURN QUERY
-  SELECT * FROM {{schema}}.horsies_claim_rows(picked, p_start, p_lease_ms, p_worker_id, p_hostname, p_pid,
+  SELECT * FROM {{schema}}.horsies_start_rows(picked, NULL, p_start, p_lease_ms, p_worker_id, p_hostname, p_pid,
                                               p_process_name);
 END;
 $function$;
@@ -874,53 +875,13 @@ BEGIN
 
   -- The first `starts` tasks of the turn start at once, in the same row update, as horsies_claim_and_start does.
   RETURN QUERY
-  SELECT * FROM {{schema}}.horsies_claim_rows(ids::varchar[], starts, p_lease_ms, p_worker_id, p_hostname, p_pid,
+  SELECT * FROM {{schema}}.horsies_start_rows(ids::varchar[], NULL, starts, p_lease_ms, p_worker_id, p_hostname, p_pid,
                                               p_process_name);
   IF limited THEN
     -- Rate limits and a group limit: the update started the first `starts` of the tasks it locked.
     PERFORM {{schema}}.horsies_rate_record(p_keys, p_interval_ms, now(),
                                            LEAST(starts, COALESCE(cardinality(ids), 0)));
   END IF;
-END;
-$function$;
-
--- function horsies_claim_rows(p_ids character varying[], p_start integer, p_lease_ms integer, p_worker_id text, p_hostname text, p_pid integer, p_process_name text)
-CREATE OR REPLACE FUNCTION {{schema}}.horsies_claim_rows(p_ids character varying[], p_start integer, p_lease_ms integer, p_worker_id text, p_hostname text, p_pid integer, p_process_name text)
- RETURNS TABLE(id character varying, task_name character varying, queue_name character varying, priority integer, kwargs jsonb, claim_generation integer, retry_count integer, max_retries integer, attempt integer, enqueued_at timestamp with time zone, workflow_id character varying, workflow_node integer, workflow_node_id character varying, trace_context jsonb, status character varying, started_at timestamp with time zone, claim_token uuid)
- LANGUAGE plpgsql
- SET plan_cache_mode TO 'force_generic_plan'
- SET enable_seqscan TO 'off'
- SET enable_hashjoin TO 'off'
- SET enable_mergejoin TO 'off'
-AS $function$
-#variable_conflict use_column
-DECLARE
-  -- One token per claim: with the task's id, it names the claim of each row, and one draw costs less than one per row.
-  v_token uuid := gen_random_uuid();
-BEGIN
-  RETURN QUERY
-  UPDATE {{schema}}.horsies_tasks t
-  SET status = CASE WHEN p.n <= p_start THEN 'RUNNING' ELSE 'CLAIMED' END,
-      claimed = true,
-      claimed_at = now(),
-      claimed_by_worker_id = p_worker_id,
-      claim_generation = t.claim_generation + 1,
-      claim_token = v_token,
-      claim_expires_at = now() + p_lease_ms * interval '1 millisecond',
-      started_at = CASE WHEN p.n <= p_start THEN now() ELSE t.started_at END,
-      attempt = CASE WHEN p.n <= p_start THEN t.attempt + 1 ELSE t.attempt END,
-      worker_hostname = p_hostname,
-      worker_pid = p_pid,
-      worker_process_name = p_process_name,
-      updated_at = now()
-  FROM unnest(p_ids) WITH ORDINALITY AS p(id, n)
-  WHERE t.id = p.id
-  RETURNING t.id, t.task_name, t.queue_name, t.priority, t.kwargs, t.claim_generation, t.retry_count,
-            t.max_retries, t.attempt, t.enqueued_at, t.workflow_id, t.workflow_node,
-            CASE WHEN t.workflow_id IS NOT NULL AND t.workflow_node_id IS NULL THEN (
-              SELECT wt.node_id FROM {{schema}}.horsies_workflow_tasks wt
-              WHERE wt.node_key = t.workflow_id || ':' || t.workflow_node) ELSE t.workflow_node_id END,
-            t.trace_context, t.status, t.started_at, t.claim_token;
 END;
 $function$;
 
@@ -1361,6 +1322,60 @@ BEGIN
 END;
 $function$;
 
+-- function horsies_start_rows(p_ids character varying[], p_fences text[], p_start integer, p_lease_ms integer, p_worker_id text, p_hostname text, p_pid integer, p_process_name text)
+CREATE OR REPLACE FUNCTION {{schema}}.horsies_start_rows(p_ids character varying[], p_fences text[], p_start integer, p_lease_ms integer, p_worker_id text, p_hostname text, p_pid integer, p_process_name text)
+ RETURNS TABLE(id character varying, task_name character varying, queue_name character varying, priority integer, kwargs jsonb, claim_generation integer, retry_count integer, max_retries integer, attempt integer, enqueued_at timestamp with time zone, workflow_id character varying, workflow_node integer, workflow_node_id character varying, trace_context jsonb, status character varying, started_at timestamp with time zone, claim_token uuid)
+ LANGUAGE plpgsql
+ SET plan_cache_mode TO 'force_generic_plan'
+ SET enable_seqscan TO 'off'
+ SET enable_hashjoin TO 'off'
+ SET enable_mergejoin TO 'off'
+AS $function$
+#variable_conflict use_column
+DECLARE
+  v_claim boolean := p_fences IS NULL;
+  v_token uuid := CASE WHEN p_fences IS NULL THEN gen_random_uuid() END;
+BEGIN
+  -- Each column reads: still CLAIMED (past p_start), then EXPIRED, then RUNNING.
+  RETURN QUERY
+  UPDATE {{schema}}.horsies_tasks t
+  SET status = CASE WHEN p.n > p_start THEN 'CLAIMED' WHEN t.good_until <= now() THEN 'EXPIRED' ELSE 'RUNNING' END,
+      claimed = p.n > p_start OR NOT COALESCE(t.good_until <= now(), false),
+      claimed_at = CASE WHEN v_claim THEN now() ELSE t.claimed_at END,
+      claimed_by_worker_id = p_worker_id,
+      claim_generation = CASE WHEN v_claim THEN t.claim_generation + 1 ELSE t.claim_generation END,
+      claim_token = CASE WHEN v_claim THEN v_token ELSE t.claim_token END,
+      claim_expires_at = CASE WHEN p.n <= p_start AND t.good_until <= now() THEN NULL
+                              WHEN v_claim THEN now() + p_lease_ms * interval '1 millisecond'
+                              ELSE t.claim_expires_at END,
+      started_at = CASE WHEN p.n > p_start THEN t.started_at WHEN t.good_until <= now() THEN NULL ELSE now() END,
+      attempt = CASE WHEN p.n > p_start OR t.good_until <= now() THEN t.attempt ELSE t.attempt + 1 END,
+      finished_at = CASE WHEN p.n <= p_start AND t.good_until <= now() THEN now() ELSE t.finished_at END,
+      error_code = CASE WHEN p.n <= p_start AND t.good_until <= now() THEN 'TASK_EXPIRED' ELSE t.error_code END,
+      failed_reason = CASE WHEN p.n <= p_start AND t.good_until <= now()
+                           THEN 'good_until passed before the task started' ELSE t.failed_reason END,
+      result = CASE WHEN p.n <= p_start AND t.good_until <= now() THEN jsonb_build_object('err', jsonb_build_object(
+                 'code', 'TASK_EXPIRED', 'message', 'good_until passed before the task started'))
+               ELSE t.result END,
+      worker_hostname = CASE WHEN v_claim THEN p_hostname ELSE t.worker_hostname END,
+      worker_pid = CASE WHEN v_claim THEN p_pid ELSE t.worker_pid END,
+      worker_process_name = CASE WHEN v_claim THEN p_process_name ELSE t.worker_process_name END,
+      updated_at = now()
+  FROM unnest(p_ids, p_fences) WITH ORDINALITY AS p(id, fence, n)
+  WHERE t.id = p.id
+    AND (v_claim
+         -- Not indexable on purpose (|| ''): the rows must be found by primary key, not through the in-flight index.
+         OR (t.status || '' = 'CLAIMED' AND t.claimed_by_worker_id || '' = p_worker_id
+             AND (t.claim_token::text = p.fence OR t.claim_generation::text = p.fence)))
+  RETURNING t.id, t.task_name, t.queue_name, t.priority, t.kwargs, t.claim_generation, t.retry_count,
+            t.max_retries, t.attempt, t.enqueued_at, t.workflow_id, t.workflow_node,
+            CASE WHEN t.workflow_id IS NOT NULL AND t.workflow_node_id IS NULL THEN (
+              SELECT wt.node_id FROM {{schema}}.horsies_workflow_tasks wt
+              WHERE wt.node_key = t.workflow_id || ':' || t.workflow_node) ELSE t.workflow_node_id END,
+            t.trace_context, t.status, t.started_at, t.claim_token;
+END;
+$function$;
+
 -- function horsies_start_tasks(p_worker_id text, p_ids text[], p_id_generations text[], p_wait_for_flush boolean, p_workflow_ids text[])
 CREATE OR REPLACE FUNCTION {{schema}}.horsies_start_tasks(p_worker_id text, p_ids text[], p_id_generations text[], p_wait_for_flush boolean, p_workflow_ids text[])
  RETURNS TABLE(id character varying, status character varying, attempt integer, started_at timestamp with time zone)
@@ -1389,25 +1404,13 @@ BEGIN
       AND t.workflow_id = ANY (ARRAY(SELECT w.id FROM {{schema}}.horsies_workflows w WHERE w.status = 'PAUSED'))
     RETURNING t.id, 'STOPPED'::varchar, t.attempt, NULL::timestamptz;
   END IF;
+  -- The start itself: horsies_start_rows, each task fenced on what follows the last ':' of its 'id:fence'.
   RETURN QUERY
-  UPDATE {{schema}}.horsies_tasks t
-  SET status = CASE WHEN t.good_until <= now() THEN 'EXPIRED' ELSE 'RUNNING' END,
-      started_at = CASE WHEN t.good_until <= now() THEN NULL ELSE now() END,
-      attempt = CASE WHEN t.good_until <= now() THEN t.attempt ELSE t.attempt + 1 END,
-      claimed = NOT COALESCE(t.good_until <= now(), false),
-      claim_expires_at = CASE WHEN t.good_until <= now() THEN NULL ELSE t.claim_expires_at END,
-      finished_at = CASE WHEN t.good_until <= now() THEN now() END,
-      error_code = CASE WHEN t.good_until <= now() THEN 'TASK_EXPIRED' END,
-      failed_reason = CASE WHEN t.good_until <= now() THEN 'good_until passed before the task started' END,
-      result = CASE WHEN t.good_until <= now() THEN jsonb_build_object('err', jsonb_build_object(
-                 'code', 'TASK_EXPIRED', 'message', 'good_until passed before the task started')) END,
-      updated_at = now()
-  WHERE t.id = ANY (p_ids)
-    AND ((t.id || ':' || t.claim_token) = ANY (p_id_generations)
-         OR (t.id || ':' || t.claim_generation) = ANY (p_id_generations))
-    -- Not indexable on purpose (|| ''): the rows must be found by primary key, not through the in-flight index.
-    AND t.status || '' = 'CLAIMED' AND t.claimed_by_worker_id || '' = p_worker_id
-  RETURNING t.id, t.status, t.attempt, t.started_at;
+  SELECT s.id, s.status, s.attempt, s.started_at
+  FROM {{schema}}.horsies_start_rows(
+    p_ids::varchar[],
+    ARRAY(SELECT substring(g FROM '[^:]*$') FROM unnest(p_id_generations) WITH ORDINALITY AS f(g, n) ORDER BY f.n),
+    cardinality(p_ids), NULL, p_worker_id, NULL, NULL, NULL) s;
 END;
 $function$;
 

@@ -45,7 +45,7 @@ describe('routine files', () => {
     // The settings of a routine are part of its file: one generic plan, index lookups only.
     const [config] = await t.query<{ proconfig: string[] }>(
       `SELECT p.proconfig FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
-       WHERE n.nspname = $1 AND p.proname = 'horsies_claim_rows'`,
+       WHERE n.nspname = $1 AND p.proname = 'horsies_start_rows'`,
       [t.schema],
     );
     expect([...config!.proconfig].sort()).toEqual([

@@ -1,6 +1,6 @@
 -- PENDING -> CLAIMED for up to p_limit tasks of one queue (unless it is paused), in claim order (priority, then
 -- enqueued_at, then id), FOR UPDATE SKIP LOCKED, passing by tasks of paused workflows; the first p_start of them
--- are written RUNNING in the same update (horsies_claim_rows): a worker with free slots claims and starts in one
+-- are written RUNNING in the same update (horsies_start_rows): a worker with free slots claims and starts in one
 -- round trip. One generic plan per connection, with index lookups only; one queue per call on purpose: with
 -- `queue_name = p_queue` the planner walks horsies_tasks_claim_idx in order and stops after p_limit rows.
 --
@@ -45,7 +45,7 @@ BEGIN
     RETURN;
   END IF;
   RETURN QUERY
-  SELECT * FROM {{schema}}.horsies_claim_rows(picked, p_start, p_lease_ms, p_worker_id, p_hostname, p_pid,
+  SELECT * FROM {{schema}}.horsies_start_rows(picked, NULL, p_start, p_lease_ms, p_worker_id, p_hostname, p_pid,
                                               p_process_name);
 END;
 $function$;

@@ -154,7 +154,7 @@ BEGIN
 
   -- The first `starts` tasks of the turn start at once, in the same row update, as horsies_claim_and_start does.
   RETURN QUERY
-  SELECT * FROM {{schema}}.horsies_claim_rows(ids::varchar[], starts, p_lease_ms, p_worker_id, p_hostname, p_pid,
+  SELECT * FROM {{schema}}.horsies_start_rows(ids::varchar[], NULL, starts, p_lease_ms, p_worker_id, p_hostname, p_pid,
                                               p_process_name);
   IF limited THEN
     -- Rate limits and a group limit: the update started the first `starts` of the tasks it locked.

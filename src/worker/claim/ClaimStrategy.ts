@@ -8,9 +8,9 @@
  * - `limited` (LimitedClaim.ts): a rate limiter (the queue's or a task's) or `maxConcurrencyPerGroup`, within the
  *   caps when the queue has one too.
  *
- * Every start writes RUNNING through one routine per kind of row: `horsies_claim_rows` for the tasks a claim starts,
- * `horsies_start_tasks` for tasks claimed earlier (prefetched); the strategies differ only in what they count
- * around them.
+ * Every start writes RUNNING through one routine, `horsies_start_rows`: the claims call it for the rows they lock,
+ * and `horsies_start_tasks` for tasks claimed earlier (prefetched); the strategies differ only in what they count
+ * around it.
  */
 import type { Database } from '../../db/Database.js';
 import { TaskReleaseClaimed } from '../../db/liveness.js';
