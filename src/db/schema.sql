@@ -1366,7 +1366,7 @@ BEGIN
     AND (v_claim
          -- Not indexable on purpose (|| ''): the rows must be found by primary key, not through the in-flight index.
          OR (t.status || '' = 'CLAIMED' AND t.claimed_by_worker_id || '' = p_worker_id
-             AND (t.claim_token::text = p.fence OR t.claim_generation::text = p.fence)))
+             AND ((t.id || ':' || t.claim_token) = p.fence OR (t.id || ':' || t.claim_generation) = p.fence)))
   RETURNING t.id, t.task_name, t.queue_name, t.priority, t.kwargs, t.claim_generation, t.retry_count,
             t.max_retries, t.attempt, t.enqueued_at, t.workflow_id, t.workflow_node,
             CASE WHEN t.workflow_id IS NOT NULL AND t.workflow_node_id IS NULL THEN (
@@ -1404,13 +1404,11 @@ BEGIN
       AND t.workflow_id = ANY (ARRAY(SELECT w.id FROM {{schema}}.horsies_workflows w WHERE w.status = 'PAUSED'))
     RETURNING t.id, 'STOPPED'::varchar, t.attempt, NULL::timestamptz;
   END IF;
-  -- The start itself: horsies_start_rows, each task fenced on what follows the last ':' of its 'id:fence'.
+  -- The start itself: horsies_start_rows, each task fenced on its 'id:fence'.
   RETURN QUERY
   SELECT s.id, s.status, s.attempt, s.started_at
-  FROM {{schema}}.horsies_start_rows(
-    p_ids::varchar[],
-    ARRAY(SELECT substring(g FROM '[^:]*$') FROM unnest(p_id_generations) WITH ORDINALITY AS f(g, n) ORDER BY f.n),
-    cardinality(p_ids), NULL, p_worker_id, NULL, NULL, NULL) s;
+  FROM {{schema}}.horsies_start_rows(p_ids::varchar[], p_id_generations, cardinality(p_ids), NULL, p_worker_id,
+                                     NULL, NULL, NULL) s;
 END;
 $function$;
 

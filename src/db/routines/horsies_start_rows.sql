@@ -7,8 +7,8 @@
 --   after a crash undid a claim) and a lease of p_lease_ms; the first p_start of them become RUNNING in the same row
 --   update. One token per call: with the task's id it names each row's claim, and one draw costs less than one a row.
 -- - By the start of tasks claimed earlier (horsies_start_tasks: prefetched tasks, and those a soft cap or a rate
---   limiter held back), with p_fences giving each task's claim token (a worker of 0.1 gives its claim generation,
---   matched as well until those workers are gone): a row still CLAIMED by p_worker_id under that fence becomes
+--   limiter held back), with p_fences giving each task's claim as 'id:token' (a worker of 0.1 gives 'id:generation',
+--   matched as well until those workers are gone): a row still CLAIMED by p_worker_id under that claim becomes
 --   RUNNING and keeps its claim; a row that is not is left alone and missing from the result.
 -- A task due to start whose good_until passed is EXPIRED instead (TASK_EXPIRED, no attempt), before any user code
 -- runs; a claim never selects one, so only a later start meets it. The ids come with their place (unnest WITH
@@ -58,7 +58,7 @@ BEGIN
     AND (v_claim
          -- Not indexable on purpose (|| ''): the rows must be found by primary key, not through the in-flight index.
          OR (t.status || '' = 'CLAIMED' AND t.claimed_by_worker_id || '' = p_worker_id
-             AND (t.claim_token::text = p.fence OR t.claim_generation::text = p.fence)))
+             AND ((t.id || ':' || t.claim_token) = p.fence OR (t.id || ':' || t.claim_generation) = p.fence)))
   RETURNING t.id, t.task_name, t.queue_name, t.priority, t.kwargs, t.claim_generation, t.retry_count,
             t.max_retries, t.attempt, t.enqueued_at, t.workflow_id, t.workflow_node,
             CASE WHEN t.workflow_id IS NOT NULL AND t.workflow_node_id IS NULL THEN (

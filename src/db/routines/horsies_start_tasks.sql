@@ -31,12 +31,10 @@ BEGIN
       AND t.workflow_id = ANY (ARRAY(SELECT w.id FROM {{schema}}.horsies_workflows w WHERE w.status = 'PAUSED'))
     RETURNING t.id, 'STOPPED'::varchar, t.attempt, NULL::timestamptz;
   END IF;
-  -- The start itself: horsies_start_rows, each task fenced on what follows the last ':' of its 'id:fence'.
+  -- The start itself: horsies_start_rows, each task fenced on its 'id:fence'.
   RETURN QUERY
   SELECT s.id, s.status, s.attempt, s.started_at
-  FROM {{schema}}.horsies_start_rows(
-    p_ids::varchar[],
-    ARRAY(SELECT substring(g FROM '[^:]*$') FROM unnest(p_id_generations) WITH ORDINALITY AS f(g, n) ORDER BY f.n),
-    cardinality(p_ids), NULL, p_worker_id, NULL, NULL, NULL) s;
+  FROM {{schema}}.horsies_start_rows(p_ids::varchar[], p_id_generations, cardinality(p_ids), NULL, p_worker_id,
+                                     NULL, NULL, NULL) s;
 END;
 $function$;
