@@ -19,7 +19,9 @@
  * (Redis), from bench/src/workflows/ (`npm --prefix bench ci`; `--peers dbos,bullmq-flow|all|none`, default all;
  * a peer whose package or server is missing is skipped with one line). Last, a summary block a script can read:
  * `target <name> <value> <goal> met|missed`. `--rounds N` or ROUNDS; smaller runs: TASKS, WIDE, CHAIN, SMALL.
+ * PATCH_SQL=<file> applies that SQL to the schema after the migrations (schema `bench_workflows`), for experiments.
  */
+import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { pino } from 'pino';
 import { z } from 'zod';
@@ -281,6 +283,7 @@ async function bench(databaseUrl: string): Promise<void> {
   const b = setup(databaseUrl);
   await b.app.db.pool.query(`DROP SCHEMA IF EXISTS ${SCHEMA} CASCADE`);
   await b.app.migrate();
+  if (process.env.PATCH_SQL) await b.app.db.pool.query(readFileSync(process.env.PATCH_SQL, 'utf8'));
   instrument(b.app);
   const sizes = { chain: CHAIN, wide: WIDE, small: SMALL_WORKFLOWS };
   const anchors = await WorkflowAnchors.open(PEERS, { databaseUrl, sizes });
