@@ -37,6 +37,7 @@
 --   0032 claim_token
 --   0033 eager_steps
 --   0034 one_start
+--   0035 workflow_row_checks
 
 -- sequence horsies_heartbeats_id_seq
 CREATE SEQUENCE {{schema}}.horsies_heartbeats_id_seq AS bigint
@@ -446,53 +447,17 @@ ALTER TABLE {{schema}}.horsies_workflow_signals ADD CONSTRAINT horsies_workflow_
 -- constraint horsies_workflow_signals.horsies_workflow_signals_workflow_id_fkey
 ALTER TABLE {{schema}}.horsies_workflow_signals ADD CONSTRAINT horsies_workflow_signals_workflow_id_fkey FOREIGN KEY (workflow_id) REFERENCES {{schema}}.horsies_workflows(id) ON DELETE CASCADE;
 
--- constraint horsies_workflow_tasks.horsies_workflow_tasks_completed_check
-ALTER TABLE {{schema}}.horsies_workflow_tasks ADD CONSTRAINT horsies_workflow_tasks_completed_check CHECK ((status::text = ANY (ARRAY['COMPLETED'::character varying, 'FAILED'::character varying, 'SKIPPED'::character varying]::text[])) = (completed_at IS NOT NULL));
-
--- constraint horsies_workflow_tasks.horsies_workflow_tasks_counts_check
-ALTER TABLE {{schema}}.horsies_workflow_tasks ADD CONSTRAINT horsies_workflow_tasks_counts_check CHECK (deps_completed >= 0 AND deps_failed >= 0 AND deps_skipped >= 0 AND (deps_completed + deps_failed + deps_skipped) <= cardinality(dependencies));
-
--- constraint horsies_workflow_tasks.horsies_workflow_tasks_join_check
-ALTER TABLE {{schema}}.horsies_workflow_tasks ADD CONSTRAINT horsies_workflow_tasks_join_check CHECK (join_rule::text = ANY (ARRAY['all'::character varying::text, 'any'::character varying::text, 'quorum'::character varying::text]));
-
--- constraint horsies_workflow_tasks.horsies_workflow_tasks_linked_check
-ALTER TABLE {{schema}}.horsies_workflow_tasks ADD CONSTRAINT horsies_workflow_tasks_linked_check CHECK ((status::text <> ALL (ARRAY['ENQUEUED'::character varying, 'RUNNING'::character varying]::text[])) OR task_id IS NOT NULL OR child_workflow_id IS NOT NULL OR wait_kind IS NOT NULL);
-
 -- constraint horsies_workflow_tasks.horsies_workflow_tasks_node_id_key
 ALTER TABLE {{schema}}.horsies_workflow_tasks ADD CONSTRAINT horsies_workflow_tasks_node_id_key UNIQUE (workflow_id, node_id);
 
 -- constraint horsies_workflow_tasks.horsies_workflow_tasks_pkey
 ALTER TABLE {{schema}}.horsies_workflow_tasks ADD CONSTRAINT horsies_workflow_tasks_pkey PRIMARY KEY (workflow_id, node_index);
 
--- constraint horsies_workflow_tasks.horsies_workflow_tasks_priority_check
-ALTER TABLE {{schema}}.horsies_workflow_tasks ADD CONSTRAINT horsies_workflow_tasks_priority_check CHECK (priority >= 1 AND priority <= 100);
-
--- constraint horsies_workflow_tasks.horsies_workflow_tasks_quorum_check
-ALTER TABLE {{schema}}.horsies_workflow_tasks ADD CONSTRAINT horsies_workflow_tasks_quorum_check CHECK ((join_rule::text = 'quorum'::text) = (min_success IS NOT NULL) AND (min_success IS NULL OR min_success >= 1 AND min_success <= cardinality(dependencies)));
-
--- constraint horsies_workflow_tasks.horsies_workflow_tasks_status_check
-ALTER TABLE {{schema}}.horsies_workflow_tasks ADD CONSTRAINT horsies_workflow_tasks_status_check CHECK (status::text = ANY (ARRAY['PENDING'::character varying, 'READY'::character varying, 'ENQUEUED'::character varying, 'RUNNING'::character varying, 'COMPLETED'::character varying, 'FAILED'::character varying, 'SKIPPED'::character varying]::text[]));
-
--- constraint horsies_workflow_tasks.horsies_workflow_tasks_subworkflow_check
-ALTER TABLE {{schema}}.horsies_workflow_tasks ADD CONSTRAINT horsies_workflow_tasks_subworkflow_check CHECK (subworkflow IS NOT NULL OR child_workflow_id IS NULL);
-
--- constraint horsies_workflow_tasks.horsies_workflow_tasks_wait_check
-ALTER TABLE {{schema}}.horsies_workflow_tasks ADD CONSTRAINT horsies_workflow_tasks_wait_check CHECK ((wait_kind IS NULL OR (wait_kind::text = ANY (ARRAY['signal'::character varying, 'sleep'::character varying]::text[])) AND subworkflow IS NULL AND task_id IS NULL) AND (wait_kind::text = 'signal'::text) = (wait_name IS NOT NULL) AND (wait_timeout_ms IS NULL OR wait_timeout_ms >= 0));
+-- constraint horsies_workflow_tasks.horsies_workflow_tasks_row_check
+ALTER TABLE {{schema}}.horsies_workflow_tasks ADD CONSTRAINT horsies_workflow_tasks_row_check CHECK ({{schema}}.horsies_workflow_node_row_check(horsies_workflow_tasks.*)) NOT VALID;
 
 -- constraint horsies_workflow_tasks.horsies_workflow_tasks_workflow_id_fkey
 ALTER TABLE {{schema}}.horsies_workflow_tasks ADD CONSTRAINT horsies_workflow_tasks_workflow_id_fkey FOREIGN KEY (workflow_id) REFERENCES {{schema}}.horsies_workflows(id) ON DELETE CASCADE;
-
--- constraint horsies_workflows.horsies_workflows_completed_check
-ALTER TABLE {{schema}}.horsies_workflows ADD CONSTRAINT horsies_workflows_completed_check CHECK ((status::text = ANY (ARRAY['COMPLETED'::character varying, 'FAILED'::character varying, 'CANCELLED'::character varying]::text[])) = (completed_at IS NOT NULL));
-
--- constraint horsies_workflows.horsies_workflows_counts_check
-ALTER TABLE {{schema}}.horsies_workflows ADD CONSTRAINT horsies_workflows_counts_check CHECK (nodes_total >= 1 AND nodes_terminal >= 0 AND nodes_terminal <= nodes_total AND depth >= 0);
-
--- constraint horsies_workflows.horsies_workflows_on_error_check
-ALTER TABLE {{schema}}.horsies_workflows ADD CONSTRAINT horsies_workflows_on_error_check CHECK (on_error::text = ANY (ARRAY['fail'::character varying::text, 'pause'::character varying::text]));
-
--- constraint horsies_workflows.horsies_workflows_parent_check
-ALTER TABLE {{schema}}.horsies_workflows ADD CONSTRAINT horsies_workflows_parent_check CHECK ((parent_workflow_id IS NULL) = (parent_node_index IS NULL));
 
 -- constraint horsies_workflows.horsies_workflows_parent_workflow_id_fkey
 ALTER TABLE {{schema}}.horsies_workflows ADD CONSTRAINT horsies_workflows_parent_workflow_id_fkey FOREIGN KEY (parent_workflow_id) REFERENCES {{schema}}.horsies_workflows(id) ON DELETE CASCADE;
@@ -500,8 +465,8 @@ ALTER TABLE {{schema}}.horsies_workflows ADD CONSTRAINT horsies_workflows_parent
 -- constraint horsies_workflows.horsies_workflows_pkey
 ALTER TABLE {{schema}}.horsies_workflows ADD CONSTRAINT horsies_workflows_pkey PRIMARY KEY (id);
 
--- constraint horsies_workflows.horsies_workflows_status_check
-ALTER TABLE {{schema}}.horsies_workflows ADD CONSTRAINT horsies_workflows_status_check CHECK (status::text = ANY (ARRAY['PENDING'::character varying, 'RUNNING'::character varying, 'PAUSED'::character varying, 'COMPLETED'::character varying, 'FAILED'::character varying, 'CANCELLED'::character varying]::text[]));
+-- constraint horsies_workflows.horsies_workflows_row_check
+ALTER TABLE {{schema}}.horsies_workflows ADD CONSTRAINT horsies_workflows_row_check CHECK ({{schema}}.horsies_workflow_row_check(horsies_workflows.*)) NOT VALID;
 
 -- index horsies_group_limits_pkey
 CREATE UNIQUE INDEX horsies_group_limits_pkey ON {{schema}}.horsies_group_limits USING btree (queue_name);
@@ -1518,6 +1483,80 @@ BEGIN
   WHERE n.node_key = d.node_key
   RETURNING n.node_index, n.status, n.status <> d.old_status, n.dependents, n.subworkflow, n.wait_kind,
             CASE WHEN n.status = 'READY' AND d.old_status <> 'READY' THEN n.input_template END;
+END;
+$function$;
+
+-- function horsies_workflow_node_row_check(n {{schema}}.horsies_workflow_tasks)
+CREATE OR REPLACE FUNCTION {{schema}}.horsies_workflow_node_row_check(n {{schema}}.horsies_workflow_tasks)
+ RETURNS boolean
+ LANGUAGE plpgsql
+ IMMUTABLE
+AS $function$
+DECLARE
+  broken text;
+BEGIN
+  -- The first rule the row breaks (a rule that is NULL passes, as a CHECK's does), or none.
+  broken := CASE
+    WHEN (n.status IN ('PENDING', 'READY', 'ENQUEUED', 'RUNNING', 'COMPLETED', 'FAILED', 'SKIPPED')) IS FALSE
+      THEN 'horsies_workflow_tasks_status_check'
+    WHEN (n.priority BETWEEN 1 AND 100) IS FALSE THEN 'horsies_workflow_tasks_priority_check'
+    WHEN (n.join_rule IN ('all', 'any', 'quorum')) IS FALSE THEN 'horsies_workflow_tasks_join_check'
+    WHEN ((n.join_rule = 'quorum') = (n.min_success IS NOT NULL)
+          AND (n.min_success IS NULL OR (n.min_success >= 1 AND n.min_success <= cardinality(n.dependencies)))) IS FALSE
+      THEN 'horsies_workflow_tasks_quorum_check'
+    WHEN (n.deps_completed >= 0 AND n.deps_failed >= 0 AND n.deps_skipped >= 0
+          AND n.deps_completed + n.deps_failed + n.deps_skipped <= cardinality(n.dependencies)) IS FALSE
+      THEN 'horsies_workflow_tasks_counts_check'
+    WHEN ((n.status IN ('COMPLETED', 'FAILED', 'SKIPPED')) = (n.completed_at IS NOT NULL)) IS FALSE
+      THEN 'horsies_workflow_tasks_completed_check'
+    WHEN (n.status NOT IN ('ENQUEUED', 'RUNNING') OR n.task_id IS NOT NULL OR n.child_workflow_id IS NOT NULL
+          OR n.wait_kind IS NOT NULL) IS FALSE
+      THEN 'horsies_workflow_tasks_linked_check'
+    WHEN (n.subworkflow IS NOT NULL OR n.child_workflow_id IS NULL) IS FALSE
+      THEN 'horsies_workflow_tasks_subworkflow_check'
+    WHEN ((n.wait_kind IS NULL OR (n.wait_kind IN ('signal', 'sleep') AND n.subworkflow IS NULL AND n.task_id IS NULL))
+          AND (n.wait_kind = 'signal') = (n.wait_name IS NOT NULL)
+          AND (n.wait_timeout_ms IS NULL OR n.wait_timeout_ms >= 0)) IS FALSE
+      THEN 'horsies_workflow_tasks_wait_check'
+  END;
+  IF broken IS NULL THEN
+    RETURN true;
+  END IF;
+  RAISE EXCEPTION 'new row for relation "horsies_workflow_tasks" violates check constraint "%"', broken
+    USING ERRCODE = 'check_violation', CONSTRAINT = broken, TABLE = 'horsies_workflow_tasks',
+          SCHEMA = (SELECT s.nspname FROM pg_class c JOIN pg_namespace s ON s.oid = c.relnamespace
+                    WHERE c.oid = '{{schema}}.horsies_workflow_tasks'::regclass);
+END;
+$function$;
+
+-- function horsies_workflow_row_check(w {{schema}}.horsies_workflows)
+CREATE OR REPLACE FUNCTION {{schema}}.horsies_workflow_row_check(w {{schema}}.horsies_workflows)
+ RETURNS boolean
+ LANGUAGE plpgsql
+ IMMUTABLE
+AS $function$
+DECLARE
+  broken text;
+BEGIN
+  -- The first rule the row breaks (a rule that is NULL passes, as a CHECK's does), or none.
+  broken := CASE
+    WHEN (w.status IN ('PENDING', 'RUNNING', 'PAUSED', 'COMPLETED', 'FAILED', 'CANCELLED')) IS FALSE
+      THEN 'horsies_workflows_status_check'
+    WHEN (w.on_error IN ('fail', 'pause')) IS FALSE THEN 'horsies_workflows_on_error_check'
+    WHEN (w.nodes_total >= 1 AND w.nodes_terminal >= 0 AND w.nodes_terminal <= w.nodes_total AND w.depth >= 0) IS FALSE
+      THEN 'horsies_workflows_counts_check'
+    WHEN ((w.status IN ('COMPLETED', 'FAILED', 'CANCELLED')) = (w.completed_at IS NOT NULL)) IS FALSE
+      THEN 'horsies_workflows_completed_check'
+    WHEN ((w.parent_workflow_id IS NULL) = (w.parent_node_index IS NULL)) IS FALSE
+      THEN 'horsies_workflows_parent_check'
+  END;
+  IF broken IS NULL THEN
+    RETURN true;
+  END IF;
+  RAISE EXCEPTION 'new row for relation "horsies_workflows" violates check constraint "%"', broken
+    USING ERRCODE = 'check_violation', CONSTRAINT = broken, TABLE = 'horsies_workflows',
+          SCHEMA = (SELECT s.nspname FROM pg_class c JOIN pg_namespace s ON s.oid = c.relnamespace
+                    WHERE c.oid = '{{schema}}.horsies_workflows'::regclass);
 END;
 $function$;
 
