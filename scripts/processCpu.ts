@@ -4,18 +4,6 @@
  */
 import { readFileSync, readdirSync } from 'node:fs';
 
-/** The ids of the processes named `comm` now alive. */
-export function processIds(comm: string): string[] {
-  return readdirSync('/proc').filter((pid) => {
-    if (!/^\d+$/.test(pid)) return false;
-    try {
-      return readFileSync(`/proc/${pid}/comm`, 'utf8').trim() === comm;
-    } catch {
-      return false; // the process ended meanwhile
-    }
-  });
-}
-
 /**
  * The postmaster of the PostgreSQL server a backend belongs to (the backend's parent process), or null when that
  * backend is not a `postgres` process on this machine (a server elsewhere). `backendPid` is what
@@ -39,6 +27,25 @@ export function postmasterPid(backendPid: number): number | null {
  */
 export function processTreeCpuMs(rootPid: number | null): number {
   if (rootPid === null) return 0;
+  const { ticks } = processTable();
+  const total = processTree(rootPid).reduce((sum, pid) => sum + (ticks.get(pid) ?? 0), 0);
+  return total * 10; // USER_HZ is 100 on Linux
+}
+
+/** The process `rootPid` (a postmaster) and every process below it now alive. */
+export function processTree(rootPid: number): number[] {
+  const { children } = processTable();
+  const tree: number[] = [];
+  const pending = [rootPid];
+  for (let pid = pending.pop(); pid !== undefined; pid = pending.pop()) {
+    tree.push(pid);
+    pending.push(...(children.get(pid) ?? []));
+  }
+  return tree;
+}
+
+// Every process now alive: its children, and its CPU ticks with what its exited children used.
+function processTable(): { children: Map<number, number[]>; ticks: Map<number, number> } {
   const children = new Map<number, number[]>();
   const ticks = new Map<number, number>();
   for (const entry of readdirSync('/proc')) {
@@ -57,13 +64,7 @@ export function processTreeCpuMs(rootPid: number | null): number {
       // the process ended meanwhile
     }
   }
-  let total = 0;
-  const pending = [rootPid];
-  for (let pid = pending.pop(); pid !== undefined; pid = pending.pop()) {
-    total += ticks.get(pid) ?? 0;
-    pending.push(...(children.get(pid) ?? []));
-  }
-  return total * 10; // USER_HZ is 100 on Linux
+  return { children, ticks };
 }
 
 /**

@@ -23,9 +23,9 @@
  * step), statements sent and tasks they carried. ROUNDS=<n> drains n times in this process, each on a fresh schema
  * and worker: the first pays for compiling the worker's code, the later ones show it warm. horsies is the built
  * package (dist/), as an application runs it; FROM=src runs the source instead. With SERVER_PROFILE=<file>, Linux
- * `perf` samples the PostgreSQL processes alive at the drain's first finished outcome (the worker's connections are
- * open by then) until its end, writes the samples there and prints the share of the server's CPU each part of the
- * executor took (scripts/serverProfile.ts; a server on this machine only). With WAL_STATS=1, the WAL written from
+ * `perf` samples the processes of the PostgreSQL server drained through (no other server's) alive at the drain's
+ * first finished outcome (the worker's connections are open by then) until its end, writes the samples there and
+ * prints the share of the server's CPU each part of the executor took (scripts/serverProfile.ts; a server on this machine only). With WAL_STATS=1, the WAL written from
  * the worker's start to the last outcome, per kind of record (heap update, row lock, index insert, commit...), in
  * records and bytes per task, read with the `pg_walinspect` extension (created in the database if missing; it needs
  * a superuser). The WAL of the whole server: run it on a quiet one.
@@ -190,7 +190,7 @@ async function profile(databaseUrl: string, throughput: 'high' | 'default'): Pro
   let serverProfile = null as ServerProfile | null; // set in the listener
   const done = new Promise<void>((resolve) =>
     worker.on('task:finished', (rows) => {
-      if (SERVER_PROFILE && finished === 0) serverProfile = startServerProfile(SERVER_PROFILE);
+      if (SERVER_PROFILE && finished === 0) serverProfile = startServerProfile(SERVER_PROFILE, serverPid);
       finished += rows.length;
       if (TIMELINE_MS) stepNow().finished += rows.length;
       if (finished >= TASKS) resolve();

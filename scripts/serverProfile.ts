@@ -6,7 +6,7 @@
  * process (root, or `kernel.perf_event_paranoid` at 1 or less).
  */
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
-import { processIds } from './processCpu.js';
+import { processTree } from './processCpu.js';
 
 /** The executor's parts a task's statements pass through, by the PostgreSQL function that does each. */
 const PARTS: [fn: string, what: string][] = [
@@ -31,19 +31,22 @@ export interface ServerProfile {
   print(usPerTask: number): void;
 }
 
-/** Starts sampling every process named `comm` now alive; null (with the reason printed) when `perf` cannot. */
-export function startServerProfile(file: string, comm = 'postgres'): ServerProfile | null {
+/**
+ * Starts sampling the server whose postmaster is `rootPid`, with every process below it now alive (other servers on
+ * the machine are left out); null (with the reason printed) when `perf` cannot, or the server is not on this machine.
+ */
+export function startServerProfile(file: string, rootPid: number | null): ServerProfile | null {
   try {
     execFileSync('perf', ['--version'], { stdio: 'ignore' });
   } catch {
     console.log('server profile skipped: perf is not installed (Debian: apt-get install linux-perf)');
     return null;
   }
-  const pids = processIds(comm);
-  if (pids.length === 0) {
-    console.log(`server profile skipped: no process named ${comm} on this machine`);
+  if (rootPid === null) {
+    console.log('server profile skipped: the server is not on this machine');
     return null;
   }
+  const pids = processTree(rootPid);
   const perf: ChildProcess = spawn(
     'perf',
     ['record', '-F', '499', '--call-graph', 'dwarf,16384', '-p', pids.join(','), '-o', file],
