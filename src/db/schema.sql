@@ -1176,6 +1176,23 @@ AS $function$
   LEFT JOIN {{schema}}.horsies_rate_limiters r ON r.limiter_key = k.key
 $function$;
 
+-- function horsies_refuse_row(p_table regclass, p_rule text)
+CREATE OR REPLACE FUNCTION {{schema}}.horsies_refuse_row(p_table regclass, p_rule text)
+ RETURNS void
+ LANGUAGE plpgsql
+AS $function$
+DECLARE
+  v_table text;
+  v_schema text;
+BEGIN
+  SELECT c.relname, s.nspname INTO v_table, v_schema
+  FROM pg_class c JOIN pg_namespace s ON s.oid = c.relnamespace
+  WHERE c.oid = p_table;
+  RAISE EXCEPTION 'new row for relation "%" violates check constraint "%"', v_table, p_rule
+    USING ERRCODE = 'check_violation', CONSTRAINT = p_rule, TABLE = v_table, SCHEMA = v_schema;
+END;
+$function$;
+
 -- function horsies_release_dedupe_key()
 CREATE OR REPLACE FUNCTION {{schema}}.horsies_release_dedupe_key()
  RETURNS trigger
@@ -1422,13 +1439,10 @@ BEGIN
           AND (t.dedupe_window_ms IS NULL OR t.dedupe_window_ms > 0)) IS FALSE
       THEN 'horsies_tasks_dedupe_check'
   END;
-  IF broken IS NULL THEN
-    RETURN true;
+  IF broken IS NOT NULL THEN
+    PERFORM {{schema}}.horsies_refuse_row('{{schema}}.horsies_tasks'::regclass, broken);
   END IF;
-  RAISE EXCEPTION 'new row for relation "horsies_tasks" violates check constraint "%"', broken
-    USING ERRCODE = 'check_violation', CONSTRAINT = broken, TABLE = 'horsies_tasks',
-          SCHEMA = (SELECT n.nspname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-                    WHERE c.oid = '{{schema}}.horsies_tasks'::regclass);
+  RETURN true;
 END;
 $function$;
 
@@ -1519,13 +1533,10 @@ BEGIN
           AND (n.wait_timeout_ms IS NULL OR n.wait_timeout_ms >= 0)) IS FALSE
       THEN 'horsies_workflow_tasks_wait_check'
   END;
-  IF broken IS NULL THEN
-    RETURN true;
+  IF broken IS NOT NULL THEN
+    PERFORM {{schema}}.horsies_refuse_row('{{schema}}.horsies_workflow_tasks'::regclass, broken);
   END IF;
-  RAISE EXCEPTION 'new row for relation "horsies_workflow_tasks" violates check constraint "%"', broken
-    USING ERRCODE = 'check_violation', CONSTRAINT = broken, TABLE = 'horsies_workflow_tasks',
-          SCHEMA = (SELECT s.nspname FROM pg_class c JOIN pg_namespace s ON s.oid = c.relnamespace
-                    WHERE c.oid = '{{schema}}.horsies_workflow_tasks'::regclass);
+  RETURN true;
 END;
 $function$;
 
@@ -1550,13 +1561,10 @@ BEGIN
     WHEN ((w.parent_workflow_id IS NULL) = (w.parent_node_index IS NULL)) IS FALSE
       THEN 'horsies_workflows_parent_check'
   END;
-  IF broken IS NULL THEN
-    RETURN true;
+  IF broken IS NOT NULL THEN
+    PERFORM {{schema}}.horsies_refuse_row('{{schema}}.horsies_workflows'::regclass, broken);
   END IF;
-  RAISE EXCEPTION 'new row for relation "horsies_workflows" violates check constraint "%"', broken
-    USING ERRCODE = 'check_violation', CONSTRAINT = broken, TABLE = 'horsies_workflows',
-          SCHEMA = (SELECT s.nspname FROM pg_class c JOIN pg_namespace s ON s.oid = c.relnamespace
-                    WHERE c.oid = '{{schema}}.horsies_workflows'::regclass);
+  RETURN true;
 END;
 $function$;
 

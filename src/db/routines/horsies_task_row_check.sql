@@ -47,12 +47,9 @@ BEGIN
           AND (t.dedupe_window_ms IS NULL OR t.dedupe_window_ms > 0)) IS FALSE
       THEN 'horsies_tasks_dedupe_check'
   END;
-  IF broken IS NULL THEN
-    RETURN true;
+  IF broken IS NOT NULL THEN
+    PERFORM {{schema}}.horsies_refuse_row('{{schema}}.horsies_tasks'::regclass, broken);
   END IF;
-  RAISE EXCEPTION 'new row for relation "horsies_tasks" violates check constraint "%"', broken
-    USING ERRCODE = 'check_violation', CONSTRAINT = broken, TABLE = 'horsies_tasks',
-          SCHEMA = (SELECT n.nspname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-                    WHERE c.oid = '{{schema}}.horsies_tasks'::regclass);
+  RETURN true;
 END;
 $function$;

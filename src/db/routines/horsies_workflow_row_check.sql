@@ -21,12 +21,9 @@ BEGIN
     WHEN ((w.parent_workflow_id IS NULL) = (w.parent_node_index IS NULL)) IS FALSE
       THEN 'horsies_workflows_parent_check'
   END;
-  IF broken IS NULL THEN
-    RETURN true;
+  IF broken IS NOT NULL THEN
+    PERFORM {{schema}}.horsies_refuse_row('{{schema}}.horsies_workflows'::regclass, broken);
   END IF;
-  RAISE EXCEPTION 'new row for relation "horsies_workflows" violates check constraint "%"', broken
-    USING ERRCODE = 'check_violation', CONSTRAINT = broken, TABLE = 'horsies_workflows',
-          SCHEMA = (SELECT s.nspname FROM pg_class c JOIN pg_namespace s ON s.oid = c.relnamespace
-                    WHERE c.oid = '{{schema}}.horsies_workflows'::regclass);
+  RETURN true;
 END;
 $function$;
