@@ -36,8 +36,7 @@
 --   0031 worker_stops
 --   0032 claim_token
 --   0033 eager_steps
---   0034 one_start
---   0035 workflow_row_checks
+--   0034 workflow_row_checks
 
 -- sequence horsies_heartbeats_id_seq
 CREATE SEQUENCE {{schema}}.horsies_heartbeats_id_seq AS bigint
@@ -692,6 +691,64 @@ BEGIN
 END;
 $function$;
 
+-- function horsies_claim_and_start_retired(p_queue text, p_task_names text[], p_limit integer, p_lease_ms integer, p_worker_id text, p_hostname text, p_pid integer, p_process_name text, p_start integer, p_wait_for_flush boolean)
+CREATE OR REPLACE FUNCTION {{schema}}.horsies_claim_and_start_retired(p_queue text, p_task_names text[], p_limit integer, p_lease_ms integer, p_worker_id text, p_hostname text, p_pid integer, p_process_name text, p_start integer, p_wait_for_flush boolean)
+ RETURNS TABLE(id character varying, task_name character varying, queue_name character varying, priority integer, kwargs jsonb, claim_generation integer, retry_count integer, max_retries integer, attempt integer, enqueued_at timestamp with time zone, workflow_id character varying, workflow_node integer, workflow_node_id character varying, trace_context jsonb, status character varying, started_at timestamp with time zone)
+ LANGUAGE plpgsql
+ SET plan_cache_mode TO 'force_generic_plan'
+ SET enable_seqscan TO 'off'
+ SET enable_hashjoin TO 'off'
+ SET enable_mergejoin TO 'off'
+AS $function$
+#variable_conflict use_column
+DECLARE
+  picked varchar[];
+BEGIN
+  IF p_start <= 0 OR NOT p_wait_for_flush THEN
+    PERFORM set_config('synchronous_commit', 'off', true);
+  END IF;
+  -- The selection of horsies_claim_tasks (migration 12), kept in claim order in an array.
+  picked := ARRAY(
+    SELECT n.id FROM {{schema}}.horsies_tasks n
+    WHERE NOT n.claimed AND n.finished_at IS NULL
+      AND n.queue_name = p_queue
+      AND n.task_name = ANY (p_task_names)
+      AND n.enqueued_at <= now()
+      AND (n.good_until IS NULL OR n.good_until > now())
+      AND NOT EXISTS (SELECT 1 FROM {{schema}}.horsies_queue_state q WHERE q.queue_name = p_queue AND q.paused)
+      AND (n.workflow_id IS NULL OR NOT n.workflow_id = ANY (ARRAY(
+        SELECT w.id FROM {{schema}}.horsies_workflows w WHERE w.status = 'PAUSED')))
+    ORDER BY n.priority, n.enqueued_at, n.id
+    LIMIT p_limit
+    FOR UPDATE OF n SKIP LOCKED);
+  IF cardinality(picked) = 0 THEN
+    RETURN;
+  END IF;
+  RETURN QUERY
+  UPDATE {{schema}}.horsies_tasks t
+  SET status = CASE WHEN p.n <= p_start THEN 'RUNNING' ELSE 'CLAIMED' END,
+      claimed = true,
+      claimed_at = now(),
+      claimed_by_worker_id = p_worker_id,
+      claim_generation = t.claim_generation + 1,
+      claim_expires_at = now() + p_lease_ms * interval '1 millisecond',
+      started_at = CASE WHEN p.n <= p_start THEN now() ELSE t.started_at END,
+      attempt = CASE WHEN p.n <= p_start THEN t.attempt + 1 ELSE t.attempt END,
+      worker_hostname = p_hostname,
+      worker_pid = p_pid,
+      worker_process_name = p_process_name,
+      updated_at = now()
+  FROM unnest(picked) WITH ORDINALITY AS p(id, n)
+  WHERE t.id = p.id
+  RETURNING t.id, t.task_name, t.queue_name, t.priority, t.kwargs, t.claim_generation, t.retry_count,
+            t.max_retries, t.attempt, t.enqueued_at, t.workflow_id, t.workflow_node,
+            CASE WHEN t.workflow_id IS NOT NULL AND t.workflow_node_id IS NULL THEN (
+              SELECT wt.node_id FROM {{schema}}.horsies_workflow_tasks wt
+              WHERE wt.node_key = t.workflow_id || ':' || t.workflow_node) ELSE t.workflow_node_id END,
+            t.trace_context, t.status, t.started_at;
+END;
+$function$;
+
 -- function horsies_claim_limited(p_queue text, p_task_names text[], p_limit integer, p_lease_ms integer, p_worker_id text, p_hostname text, p_pid integer, p_process_name text, p_keys text[], p_max integer[], p_interval_ms integer[], p_group_limit integer, p_start integer, p_wait_for_flush boolean)
 CREATE OR REPLACE FUNCTION {{schema}}.horsies_claim_limited(p_queue text, p_task_names text[], p_limit integer, p_lease_ms integer, p_worker_id text, p_hostname text, p_pid integer, p_process_name text, p_keys text[], p_max integer[], p_interval_ms integer[], p_group_limit integer, p_start integer, p_wait_for_flush boolean)
  RETURNS TABLE(id character varying, task_name character varying, queue_name character varying, priority integer, kwargs jsonb, claim_generation integer, retry_count integer, max_retries integer, attempt integer, enqueued_at timestamp with time zone, workflow_id character varying, workflow_node integer, workflow_node_id character varying, trace_context jsonb, status character varying, started_at timestamp with time zone, claim_token uuid)
@@ -850,6 +907,198 @@ BEGIN
 END;
 $function$;
 
+-- function horsies_claim_limited_retired(p_queue text, p_task_names text[], p_limit integer, p_lease_ms integer, p_worker_id text, p_hostname text, p_pid integer, p_process_name text, p_keys text[], p_max integer[], p_interval_ms integer[], p_group_limit integer, p_start integer, p_wait_for_flush boolean)
+CREATE OR REPLACE FUNCTION {{schema}}.horsies_claim_limited_retired(p_queue text, p_task_names text[], p_limit integer, p_lease_ms integer, p_worker_id text, p_hostname text, p_pid integer, p_process_name text, p_keys text[], p_max integer[], p_interval_ms integer[], p_group_limit integer, p_start integer, p_wait_for_flush boolean)
+ RETURNS TABLE(id character varying, task_name character varying, queue_name character varying, priority integer, kwargs jsonb, claim_generation integer, retry_count integer, max_retries integer, attempt integer, enqueued_at timestamp with time zone, workflow_id character varying, workflow_node integer, workflow_node_id character varying, trace_context jsonb, status character varying, started_at timestamp with time zone)
+ LANGUAGE plpgsql
+AS $function$
+#variable_conflict use_column
+DECLARE
+  wanted integer := p_limit;
+  limited boolean := cardinality(p_keys) > 0;
+  starts integer := GREATEST(p_start, 0);
+  claimed_count integer;
+  cursor_key varchar;
+  probe varchar;
+  next_key varchar;
+  wrapped boolean;
+  room integer;
+  groups varchar[] := '{}';
+  rooms integer[] := '{}';
+  ids text[];
+  last_group varchar;
+  paused_workflows varchar[];
+BEGIN
+  IF wanted <= 0 OR EXISTS (
+      SELECT 1 FROM {{schema}}.horsies_queue_state q WHERE q.queue_name = p_queue AND q.paused) THEN
+    RETURN;
+  END IF;
+  IF limited AND starts > 0 THEN
+    wanted := LEAST(wanted, (SELECT a.room FROM {{schema}}.horsies_rate_acquire(
+      p_keys, p_max, p_interval_ms, now(), wanted) a));
+  ELSIF limited THEN
+    wanted := LEAST(wanted, {{schema}}.horsies_rate_room(p_keys, p_max, p_interval_ms));
+  END IF;
+  IF wanted <= 0 THEN
+    RETURN;
+  END IF;
+  starts := LEAST(starts, wanted);
+
+  IF p_group_limit IS NULL THEN
+    -- Rate limits alone: the plain claim, which starts the first `starts`.
+    RETURN QUERY SELECT * FROM {{schema}}.horsies_claim_and_start(
+      p_queue, p_task_names, wanted, p_lease_ms, p_worker_id, p_hostname, p_pid, p_process_name, starts,
+      p_wait_for_flush);
+    IF limited THEN
+      -- Every task it returns it locked and wrote, the first `starts` of them RUNNING.
+      GET DIAGNOSTICS claimed_count = ROW_COUNT;
+      PERFORM {{schema}}.horsies_rate_record(p_keys, p_interval_ms, now(), LEAST(starts, claimed_count));
+    END IF;
+    RETURN;
+  END IF;
+
+  IF starts = 0 OR NOT p_wait_for_flush THEN
+    PERFORM set_config('synchronous_commit', 'off', true);
+  END IF;
+  PERFORM pg_advisory_xact_lock(hashtextextended('horsies.group.{{schema}}.' || p_queue, 0));
+  INSERT INTO {{schema}}.horsies_group_limits AS g (queue_name, group_limit)
+  VALUES (p_queue, p_group_limit)
+  ON CONFLICT (queue_name) DO UPDATE SET group_limit = EXCLUDED.group_limit, updated_at = now()
+    WHERE g.group_limit <> EXCLUDED.group_limit;
+  SELECT g.group_cursor INTO cursor_key FROM {{schema}}.horsies_group_limits g WHERE g.queue_name = p_queue;
+  paused_workflows := ARRAY(SELECT w.id FROM {{schema}}.horsies_workflows w WHERE w.status = 'PAUSED');
+
+  -- The turn: groups with PENDING tasks after the cursor, then from the first up to the cursor itself.
+  probe := cursor_key;
+  wrapped := cursor_key IS NULL;
+  LOOP
+    -- Two statements, not one with "probe IS NULL OR ...", whose plan could not use the bound.
+    IF probe IS NULL THEN
+      SELECT min(n.group_key) INTO next_key FROM {{schema}}.horsies_tasks n
+      WHERE NOT n.claimed AND n.finished_at IS NULL AND n.group_key IS NOT NULL AND n.queue_name = p_queue;
+    ELSE
+      SELECT min(n.group_key) INTO next_key FROM {{schema}}.horsies_tasks n
+      WHERE NOT n.claimed AND n.finished_at IS NULL AND n.group_key IS NOT NULL AND n.queue_name = p_queue
+        AND n.group_key > probe;
+    END IF;
+    IF next_key IS NULL THEN
+      EXIT WHEN wrapped;
+      wrapped := true;
+      probe := NULL;
+      CONTINUE;
+    END IF;
+    EXIT WHEN wrapped AND cursor_key IS NOT NULL AND next_key > cursor_key;
+    probe := next_key;
+    SELECT p_group_limit - count(*)::integer INTO room FROM {{schema}}.horsies_tasks b
+    WHERE b.claimed AND b.group_key IS NOT NULL AND b.queue_name = p_queue AND b.group_key = next_key
+      AND (b.status = 'RUNNING' OR b.claim_expires_at > now());
+    IF room > 0 THEN
+      groups := groups || next_key;
+      rooms := rooms || room;
+      EXIT WHEN cardinality(groups) >= wanted;
+    END IF;
+  END LOOP;
+
+  IF cardinality(groups) > 0 THEN
+    SELECT array_agg(c.id ORDER BY c.rank, c.ord), (array_agg(c.group_key ORDER BY c.rank DESC, c.ord DESC))[1]
+    INTO ids, last_group
+    FROM (
+      SELECT c.id, c.group_key, c.rank, g.ord
+      FROM unnest(groups, rooms) WITH ORDINALITY AS g(key, room, ord)
+      CROSS JOIN LATERAL (
+        SELECT x.id, x.group_key, row_number() OVER (ORDER BY x.priority, x.enqueued_at, x.id) AS rank
+        FROM (
+          SELECT n.id, n.group_key, n.priority, n.enqueued_at FROM {{schema}}.horsies_tasks n
+          WHERE NOT n.claimed AND n.finished_at IS NULL AND n.group_key IS NOT NULL
+            -- A range rather than group_key = g.key on purpose, with group_key leading the ORDER BY: only
+            -- horsies_tasks_group_pending_idx gives that order, so the planner walks one group's tasks there, also
+            -- for a group that held most tasks when the table was analyzed.
+            AND n.queue_name = p_queue AND n.group_key >= g.key AND n.group_key <= g.key
+            AND n.task_name = ANY (p_task_names)
+            AND n.enqueued_at <= now()
+            AND (n.good_until IS NULL OR n.good_until > now())
+            AND (n.workflow_id IS NULL OR NOT n.workflow_id = ANY (paused_workflows))
+          ORDER BY n.group_key, n.priority, n.enqueued_at, n.id
+          LIMIT LEAST(g.room, GREATEST(1, ceil(wanted::numeric / cardinality(groups))))
+          FOR UPDATE OF n SKIP LOCKED
+        ) x
+      ) c
+      ORDER BY c.rank, g.ord
+      LIMIT wanted
+    ) c;
+  END IF;
+
+  IF cardinality(ids) IS NULL OR cardinality(ids) < wanted THEN
+    -- The tasks without a group: one more turn, from the front of the queue.
+    ids := COALESCE(ids, '{}') || ARRAY(
+      SELECT u.id FROM {{schema}}.horsies_tasks u
+      WHERE u.id = ANY (ARRAY(
+        SELECT f.id FROM (
+          SELECT n.id, n.group_key FROM {{schema}}.horsies_tasks n
+          WHERE NOT n.claimed AND n.finished_at IS NULL
+            AND n.queue_name = p_queue
+            AND n.task_name = ANY (p_task_names)
+            AND n.enqueued_at <= now()
+            AND (n.good_until IS NULL OR n.good_until > now())
+            AND (n.workflow_id IS NULL OR NOT n.workflow_id = ANY (paused_workflows))
+          ORDER BY n.priority, n.enqueued_at, n.id
+          LIMIT 500
+        ) f
+        WHERE f.group_key IS NULL))
+        AND NOT u.claimed AND u.finished_at IS NULL
+      LIMIT wanted - COALESCE(cardinality(ids), 0)
+      FOR UPDATE SKIP LOCKED);
+  END IF;
+  IF last_group IS NOT NULL THEN
+    UPDATE {{schema}}.horsies_group_limits g SET group_cursor = last_group WHERE g.queue_name = p_queue;
+  END IF;
+
+  -- The first `starts` tasks of the turn start at once, in the same row update, as horsies_claim_and_start does.
+  RETURN QUERY
+  UPDATE {{schema}}.horsies_tasks t
+  SET status = CASE WHEN t.id = ANY (ids[1:starts]) THEN 'RUNNING' ELSE 'CLAIMED' END,
+      claimed = true,
+      claimed_at = now(),
+      claimed_by_worker_id = p_worker_id,
+      claim_generation = t.claim_generation + 1,
+      claim_expires_at = now() + p_lease_ms * interval '1 millisecond',
+      started_at = CASE WHEN t.id = ANY (ids[1:starts]) THEN now() ELSE t.started_at END,
+      attempt = CASE WHEN t.id = ANY (ids[1:starts]) THEN t.attempt + 1 ELSE t.attempt END,
+      worker_hostname = p_hostname,
+      worker_pid = p_pid,
+      worker_process_name = p_process_name,
+      updated_at = now()
+  WHERE t.id = ANY (ids)
+  RETURNING t.id, t.task_name, t.queue_name, t.priority, t.kwargs, t.claim_generation, t.retry_count,
+            t.max_retries, t.attempt, t.enqueued_at, t.workflow_id, t.workflow_node,
+            CASE WHEN t.workflow_id IS NOT NULL AND t.workflow_node_id IS NULL THEN (
+              SELECT wt.node_id FROM {{schema}}.horsies_workflow_tasks wt
+              WHERE wt.node_key = t.workflow_id || ':' || t.workflow_node) ELSE t.workflow_node_id END,
+            t.trace_context, t.status, t.started_at;
+  IF limited THEN
+    -- Rate limits and a group limit: the update started the first `starts` of the tasks it locked.
+    PERFORM {{schema}}.horsies_rate_record(p_keys, p_interval_ms, now(),
+                                           LEAST(starts, COALESCE(cardinality(ids), 0)));
+  END IF;
+END;
+$function$;
+
+-- function horsies_claim_rows(p_ids character varying[], p_start integer, p_lease_ms integer, p_worker_id text, p_hostname text, p_pid integer, p_process_name text)
+CREATE OR REPLACE FUNCTION {{schema}}.horsies_claim_rows(p_ids character varying[], p_start integer, p_lease_ms integer, p_worker_id text, p_hostname text, p_pid integer, p_process_name text)
+ RETURNS TABLE(id character varying, task_name character varying, queue_name character varying, priority integer, kwargs jsonb, claim_generation integer, retry_count integer, max_retries integer, attempt integer, enqueued_at timestamp with time zone, workflow_id character varying, workflow_node integer, workflow_node_id character varying, trace_context jsonb, status character varying, started_at timestamp with time zone, claim_token uuid)
+ LANGUAGE plpgsql
+ SET plan_cache_mode TO 'force_generic_plan'
+ SET enable_seqscan TO 'off'
+ SET enable_hashjoin TO 'off'
+ SET enable_mergejoin TO 'off'
+AS $function$
+BEGIN
+  RETURN QUERY
+  SELECT * FROM {{schema}}.horsies_start_rows(p_ids, NULL, p_start, p_lease_ms, p_worker_id, p_hostname, p_pid,
+                                              p_process_name);
+END;
+$function$;
+
 -- function horsies_claim_tasks(p_queue text, p_task_names text[], p_limit integer, p_lease_ms integer, p_worker_id text, p_hostname text, p_pid integer, p_process_name text)
 CREATE OR REPLACE FUNCTION {{schema}}.horsies_claim_tasks(p_queue text, p_task_names text[], p_limit integer, p_lease_ms integer, p_worker_id text, p_hostname text, p_pid integer, p_process_name text)
  RETURNS TABLE(id character varying, task_name character varying, queue_name character varying, priority integer, kwargs jsonb, claim_generation integer, retry_count integer, max_retries integer, attempt integer, enqueued_at timestamp with time zone, workflow_id character varying, workflow_node integer, workflow_node_id character varying, trace_context jsonb, claim_token uuid)
@@ -862,6 +1111,56 @@ BEGIN
          c.claim_token
   FROM {{schema}}.horsies_claim_and_start(p_queue, p_task_names, p_limit, p_lease_ms, p_worker_id, p_hostname, p_pid,
                                           p_process_name, 0, false) c;
+END;
+$function$;
+
+-- function horsies_claim_tasks_retired(p_queue text, p_task_names text[], p_limit integer, p_lease_ms integer, p_worker_id text, p_hostname text, p_pid integer, p_process_name text)
+CREATE OR REPLACE FUNCTION {{schema}}.horsies_claim_tasks_retired(p_queue text, p_task_names text[], p_limit integer, p_lease_ms integer, p_worker_id text, p_hostname text, p_pid integer, p_process_name text)
+ RETURNS TABLE(id character varying, task_name character varying, queue_name character varying, priority integer, kwargs jsonb, claim_generation integer, retry_count integer, max_retries integer, attempt integer, enqueued_at timestamp with time zone, workflow_id character varying, workflow_node integer, workflow_node_id character varying, trace_context jsonb)
+ LANGUAGE plpgsql
+AS $function$
+#variable_conflict use_column
+BEGIN
+  PERFORM set_config('synchronous_commit', 'off', true);
+  RETURN QUERY
+  WITH next AS (
+    SELECT n.id FROM {{schema}}.horsies_tasks n
+    -- PENDING, in the terms of horsies_tasks_claim_idx's predicate.
+    WHERE NOT n.claimed AND n.finished_at IS NULL
+      AND n.queue_name = p_queue
+      AND n.task_name = ANY (p_task_names)
+      AND n.enqueued_at <= now()
+      AND (n.good_until IS NULL OR n.good_until > now())
+      AND NOT EXISTS (SELECT 1 FROM {{schema}}.horsies_queue_state q WHERE q.queue_name = p_queue AND q.paused)
+      -- The paused workflows are read once per claim (an init plan over a small partial index), not looked up
+      -- per task: a running workflow's row is updated at every step of it, and reading it for each claimed task
+      -- walked its chain of row versions.
+      AND (n.workflow_id IS NULL OR NOT n.workflow_id = ANY (ARRAY(
+        SELECT w.id FROM {{schema}}.horsies_workflows w WHERE w.status = 'PAUSED')))
+    ORDER BY n.priority, n.enqueued_at, n.id
+    LIMIT p_limit
+    FOR UPDATE OF n SKIP LOCKED
+  )
+  UPDATE {{schema}}.horsies_tasks t
+  SET status = 'CLAIMED',
+      claimed = true,
+      claimed_at = now(),
+      claimed_by_worker_id = p_worker_id,
+      claim_generation = t.claim_generation + 1,
+      claim_expires_at = now() + p_lease_ms * interval '1 millisecond',
+      worker_hostname = p_hostname,
+      worker_pid = p_pid,
+      worker_process_name = p_process_name,
+      updated_at = now()
+  -- The ids go through an array so the planner looks each row up by primary key; joining the CTE instead
+  -- turns into a hash join over a sequential scan of the whole table once the batch is large.
+  WHERE t.id = ANY (ARRAY(SELECT next.id FROM next))
+  RETURNING t.id, t.task_name, t.queue_name, t.priority, t.kwargs, t.claim_generation, t.retry_count,
+            t.max_retries, t.attempt, t.enqueued_at, t.workflow_id, t.workflow_node,
+            CASE WHEN t.workflow_id IS NOT NULL AND t.workflow_node_id IS NULL THEN (
+              SELECT wt.node_id FROM {{schema}}.horsies_workflow_tasks wt
+              WHERE wt.node_key = t.workflow_id || ':' || t.workflow_node) ELSE t.workflow_node_id END,
+            t.trace_context;
 END;
 $function$;
 
@@ -916,6 +1215,108 @@ BEGIN
         -- workers of 0.1 pass no tokens, and are fenced on the generation until they are gone.
         AND (t.claim_token IS NOT DISTINCT FROM i.token OR (p_tokens IS NULL AND t.claim_generation = i.generation))
         AND (p_unless_cancel_requested IS NOT TRUE OR t.cancel_requested_at IS NULL)
+      FOR UPDATE
+    ) t
+  ), decided AS (
+    SELECT g.*,
+           CASE
+             WHEN g.status NOT IN ('RETRY', 'THROTTLED') THEN g.status
+             WHEN g.cancel_requested_at IS NOT NULL THEN 'CANCELLED'
+             WHEN g.good_until IS NOT NULL
+                  AND now() + g.retry_delay_ms * interval '1 millisecond' >= g.good_until THEN 'FAILED'
+             ELSE g.status
+           END AS final
+    FROM target g
+  ), finished AS (
+    UPDATE {{schema}}.horsies_tasks t
+    SET status = CASE WHEN d.final IN ('RETRY', 'RELEASE', 'THROTTLED') THEN 'PENDING' ELSE d.final END,
+        completed_at = CASE WHEN d.final = 'COMPLETED' THEN now() END,
+        failed_at = CASE WHEN d.final = 'FAILED' THEN now() END,
+        finished_at = CASE WHEN d.final NOT IN ('RETRY', 'RELEASE', 'THROTTLED') THEN now() END,
+        result = CASE WHEN d.final IN ('RETRY', 'RELEASE', 'THROTTLED') THEN NULL
+                      WHEN d.final = 'CANCELLED' AND d.status IN ('RETRY', 'THROTTLED') THEN jsonb_build_object('err',
+                        jsonb_build_object('code', 'TASK_CANCELLED', 'message', 'cancelled instead of retried'))
+                      ELSE d.result END,
+        error_code = CASE WHEN d.final IN ('RETRY', 'RELEASE', 'THROTTLED') THEN NULL
+                          WHEN d.final = 'CANCELLED' AND d.status IN ('RETRY', 'THROTTLED') THEN 'TASK_CANCELLED'
+                          ELSE d.error_code END,
+        failed_reason = CASE WHEN d.final IN ('RETRY', 'RELEASE', 'THROTTLED') THEN NULL ELSE d.failed_reason END,
+        claimed = false,
+        claim_expires_at = NULL,
+        claimed_at = CASE WHEN d.final IN ('RETRY', 'RELEASE', 'THROTTLED') THEN NULL ELSE t.claimed_at END,
+        claimed_by_worker_id = CASE WHEN d.final IN ('RETRY', 'RELEASE', 'THROTTLED') THEN NULL
+                                    ELSE t.claimed_by_worker_id END,
+        started_at = CASE WHEN d.final IN ('RETRY', 'RELEASE', 'THROTTLED') THEN NULL ELSE t.started_at END,
+        attempt = t.attempt - CASE WHEN d.final = 'RELEASE' THEN 1 ELSE 0 END,
+        retry_count = t.retry_count + CASE WHEN d.final = 'RETRY' THEN 1 ELSE 0 END,
+        next_retry_at = CASE WHEN d.final IN ('RETRY', 'THROTTLED')
+                             THEN now() + d.retry_delay_ms * interval '1 millisecond'
+                             WHEN d.final = 'RELEASE' THEN t.next_retry_at END,
+        enqueued_at = CASE WHEN d.final IN ('RETRY', 'THROTTLED')
+                           THEN now() + d.retry_delay_ms * interval '1 millisecond'
+                           ELSE t.enqueued_at END,
+        -- At least 10 s, so that a caller awaiting the result can still read it (retention 0).
+        purge_after = CASE WHEN d.final = 'COMPLETED' AND t.retention_ms IS NOT NULL
+                           THEN now() + GREATEST(t.retention_ms, 10000) * interval '1 millisecond' END,
+        updated_at = now()
+    FROM decided d
+    -- Rows are locked and fenced in target, so nothing changed them since.
+    WHERE t.id = d.id
+    -- Everything the attempt row needs comes back with the changed rows: no join of decided with finished.
+    RETURNING t.id, t.status, t.workflow_id, t.workflow_node, d.final, d.status AS requested, d.attempt,
+              d.started_at, d.crashed, d.error_code, d.error_message, d.failed_reason, d.worker_id,
+              d.worker_hostname, d.worker_pid, d.worker_process_name
+  ), recorded AS (
+    INSERT INTO {{schema}}.horsies_task_attempts
+      (task_id, attempt, outcome, will_retry, started_at, finished_at, error_code, error_message, failed_reason,
+       worker_id, worker_hostname, worker_pid, worker_process_name)
+    SELECT f.id, f.attempt,
+           CASE WHEN f.crashed THEN 'WORKER_FAILURE' WHEN f.final = 'COMPLETED' THEN 'COMPLETED' ELSE 'FAILED' END,
+           f.final IN ('RETRY', 'THROTTLED'), f.started_at, now(),
+           CASE WHEN f.final = 'CANCELLED' AND f.requested IN ('RETRY', 'THROTTLED') THEN 'TASK_CANCELLED'
+                ELSE f.error_code END,
+           f.error_message, f.failed_reason, f.worker_id, f.worker_hostname, f.worker_pid, f.worker_process_name
+    FROM finished f
+    WHERE f.final <> 'RELEASE'
+  )
+  SELECT f.id, f.status, f.workflow_id, f.workflow_node FROM finished f;
+END;
+$function$;
+
+-- function horsies_finish_tasks_retired(p_ids text[], p_worker_ids text[], p_generations integer[], p_statuses text[], p_results jsonb[], p_error_codes text[], p_error_messages text[], p_failed_reasons text[], p_retry_delays_ms integer[], p_crashed boolean[], p_unless_cancel_requested boolean, p_notify_later boolean)
+CREATE OR REPLACE FUNCTION {{schema}}.horsies_finish_tasks_retired(p_ids text[], p_worker_ids text[], p_generations integer[], p_statuses text[], p_results jsonb[], p_error_codes text[], p_error_messages text[], p_failed_reasons text[], p_retry_delays_ms integer[], p_crashed boolean[], p_unless_cancel_requested boolean, p_notify_later boolean)
+ RETURNS TABLE(id character varying, status character varying, workflow_id character varying, workflow_node integer)
+ LANGUAGE plpgsql
+ SET plan_cache_mode TO 'force_generic_plan'
+ SET enable_seqscan TO 'off'
+ SET enable_hashjoin TO 'off'
+ SET enable_mergejoin TO 'off'
+AS $function$
+#variable_conflict use_column
+BEGIN
+  -- With p_notify_later, the update trigger leaves the task_done notifications to the caller (migration 15).
+  PERFORM set_config('horsies.notify_done_later', CASE WHEN p_notify_later THEN 'on' ELSE 'off' END, true);
+  RETURN QUERY
+  WITH input AS (
+    SELECT i.*
+    FROM unnest(p_ids, p_worker_ids, p_generations, p_statuses, p_results, p_error_codes, p_error_messages,
+                p_failed_reasons, p_retry_delays_ms, p_crashed)
+      AS i(id, worker_id, generation, status, result, error_code, error_message, failed_reason, retry_delay_ms,
+           crashed)
+  ), target AS (
+    -- Driven from the input, one primary-key lookup per task: a join the other way round can turn into a
+    -- nested loop over every in-flight row of the worker times every input row. Locked, so that a retry's
+    -- outcome is decided on the latest row (a cancel request turns it into CANCELLED).
+    SELECT i.*, t.*
+    FROM input i
+    CROSS JOIN LATERAL (
+      SELECT t.attempt, t.started_at, t.worker_hostname, t.worker_pid, t.worker_process_name,
+             t.cancel_requested_at, t.good_until
+      FROM {{schema}}.horsies_tasks t
+      -- Written so that no index can serve it (status || ''): a generic plan would otherwise prefer the
+      -- in-flight index and scan all of the worker's rows for each input row, instead of one primary-key lookup.
+      WHERE t.id = i.id AND t.status || '' = 'RUNNING' AND t.claimed_by_worker_id || '' = i.worker_id
+        AND t.claim_generation = i.generation AND (p_unless_cancel_requested IS NOT TRUE OR t.cancel_requested_at IS NULL)
       FOR UPDATE
     ) t
   ), decided AS (

@@ -1,5 +1,5 @@
 /**
- * The row rules of the workflow tables, one function per table (migration 35): a row that breaks a rule is refused
+ * The row rules of the workflow tables, one function per table (migration 34): a row that breaks a rule is refused
  * with SQLSTATE 23514 and that rule's name as the constraint name, as the separate CHECK constraints did, and a
  * rule that is NULL passes.
  */

@@ -9,14 +9,29 @@
 -- on it. The generation still counts claims.
 --
 -- Adding a nullable column without a default changes no row. The functions whose result or arguments change are
--- dropped here (when they exist) and created again from their files by the same migrate. horsies_finish_tasks
+-- put aside here (when they exist) and created again from their files by the same migrate. horsies_finish_tasks
 -- gains a last argument with a default, so the workers of 0.1, which call it with twelve, keep finishing (fenced on
 -- the generation, as they were) until they are replaced.
 
 ALTER TABLE {{schema}}.horsies_tasks ADD COLUMN claim_token uuid;
 
-DROP FUNCTION IF EXISTS {{schema}}.horsies_claim_limited(text, text[], integer, integer, text, text, integer, text, text[], integer[], integer[], integer, integer, boolean);
-DROP FUNCTION IF EXISTS {{schema}}.horsies_claim_tasks(text, text[], integer, integer, text, text, integer, text);
-DROP FUNCTION IF EXISTS {{schema}}.horsies_claim_and_start(text, text[], integer, integer, text, text, integer, text, integer, boolean);
+-- The four that workers of 0.1 call are renamed (to <name>_retired) rather than dropped: such a worker's call that
+-- began before this migrate committed looks its function up by id after the commit, and a dropped function failed it
+-- ("cache lookup failed for function"). Renamed, the function that call found is still there, with the text it
+-- began with; the calls that follow find the new function by its name. A later release drops the retired ones.
+DO $$
+DECLARE
+  f text;
+BEGIN
+  FOREACH f IN ARRAY ARRAY[
+    'horsies_claim_limited(text, text[], integer, integer, text, text, integer, text, text[], integer[], integer[], integer, integer, boolean)',
+    'horsies_claim_tasks(text, text[], integer, integer, text, text, integer, text)',
+    'horsies_claim_and_start(text, text[], integer, integer, text, text, integer, text, integer, boolean)',
+    'horsies_finish_tasks(text[], text[], integer[], text[], jsonb[], text[], text[], text[], integer[], boolean[], boolean, boolean)'
+  ] LOOP
+    IF to_regprocedure('{{schema}}.' || f) IS NOT NULL THEN
+      EXECUTE format('ALTER FUNCTION {{schema}}.%s RENAME TO %I', f, split_part(f, '(', 1) || '_retired');
+    END IF;
+  END LOOP;
+END $$;
 DROP FUNCTION IF EXISTS {{schema}}.horsies_claim_rows(character varying[], integer, integer, text, text, integer, text);
-DROP FUNCTION IF EXISTS {{schema}}.horsies_finish_tasks(text[], text[], integer[], text[], jsonb[], text[], text[], text[], integer[], boolean[], boolean, boolean);

@@ -1,5 +1,5 @@
 -- The row rules of horsies_workflow_tasks in one function called by one CHECK constraint, as horsies_task_row_check
--- does for horsies_tasks (migration 35): PostgreSQL prepares a table's CHECK expressions anew for every statement
+-- does for horsies_tasks (migration 34): PostgreSQL prepares a table's CHECK expressions anew for every statement
 -- that writes it, and the workflow step writes node rows in many small statements. A row that breaks a rule is
 -- refused as before (SQLSTATE 23514) with the rule's name as the constraint name. As with CHECK constraints, a rule
 -- that evaluates to NULL passes.

@@ -1,4 +1,4 @@
--- The row rules of horsies_workflows in one function called by one CHECK constraint (migration 35; why:
+-- The row rules of horsies_workflows in one function called by one CHECK constraint (migration 34; why:
 -- horsies_workflow_node_row_check.sql). A row that breaks a rule is refused as before (SQLSTATE 23514) with the
 -- rule's name as the constraint name. As with CHECK constraints, a rule that evaluates to NULL passes.
 CREATE OR REPLACE FUNCTION {{schema}}.horsies_workflow_row_check(w {{schema}}.horsies_workflows)
