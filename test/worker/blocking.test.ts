@@ -250,7 +250,7 @@ describe('a blocking task on a thread', () => {
       // replaced (the thread ids above differ), so a spin that could still finish would have to be that thread.
       expect(existsSync(doneFile)).toBe(false);
       console.log(
-        `blocking timeout 300 ms (shutdown.abortGraceMs 100) on a 5 s spin: the attempt lasted ${attemptMs} ms`,
+        `blocking timeout 600 ms (shutdown.abortGraceMs 100) on a 5 s spin: the attempt lasted ${attemptMs} ms`,
       );
     } finally {
       await worker.stop();
@@ -259,14 +259,15 @@ describe('a blocking task on a thread', () => {
   });
 
   it('counts only its own run against its timeout, not the wait for a busy thread', async () => {
-    // Two 200 ms spins with a 300 ms timeout on one thread: each run fits its timeout, but the second waits
-    // ~200 ms for the thread. An execution timeout must not fail a handler for time it spent queued (nor for a
-    // thread's start-up): it would end TASK_TIMEOUT having run for only ~100 ms, or not at all.
+    // Three 300 ms spins with a 600 ms timeout on one thread: each run fits its timeout with 300 ms to spare (for
+    // a loaded machine), but the third waits ~600 ms for the thread. An execution timeout must not fail a handler
+    // for time it spent queued (nor for a thread's start-up): it would end TASK_TIMEOUT having run for little or
+    // nothing.
     const app: App = blocking.app;
     const worker = createWorker(app, {
       appModule: blockingModule,
       blockingThreads: 1,
-      concurrency: 2,
+      concurrency: 3,
       shutdown: { abortGraceMs: 0 },
       maintenance: false,
     });
@@ -274,9 +275,10 @@ describe('a blocking task on a thread', () => {
     try {
       const warm = await blocking.spinContext.send({ ms: 0 });
       expect((await warm.result({ timeoutMs: 30_000 })).ok).toBe(true);
-      const handles = await blocking.spinTimeout.sendMany([{ input: { ms: 200 } }, { input: { ms: 200 } }]);
+      const spins = Array.from({ length: 3 }, () => ({ input: { ms: 300 } }));
+      const handles = await blocking.spinTimeout.sendMany(spins);
       const results = await Promise.all(handles.map((h) => h.result({ timeoutMs: 10_000 })));
-      expect(results.map((r) => (r.ok ? 'ok' : r.error.code))).toEqual(['ok', 'ok']);
+      expect(results.map((r) => (r.ok ? 'ok' : r.error.code))).toEqual(['ok', 'ok', 'ok']);
     } finally {
       await worker.stop();
     }
