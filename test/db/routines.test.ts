@@ -118,6 +118,18 @@ describe('a schema migrated by a release before routine files', () => {
     const result = await migrate(db);
     expect(result).toMatchObject({ applied: [], routines: routines.map((r) => r.name) });
     expect(await checkSchema(db)).toBe(latest);
+    // Migration 32 put aside the functions workers of 0.1 call: they are there, and they are no drift.
+    const retired = await old.query<{ name: string }>(
+      `SELECT p.proname AS name FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+       WHERE n.nspname = $1 ORDER BY 1`,
+      [old.schema],
+    );
+    expect(retired.map((r) => r.name).filter(isRetiredRoutine)).toEqual([
+      'horsies_claim_and_start_retired',
+      'horsies_claim_limited_retired',
+      'horsies_claim_tasks_retired',
+      'horsies_finish_tasks_retired',
+    ]);
     expect(await routineDrift(db)).toEqual([]);
   });
 });
