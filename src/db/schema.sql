@@ -37,6 +37,7 @@
 --   0032 claim_token
 --   0033 eager_steps
 --   0034 workflow_row_checks
+--   0035 workflow_step_sets
 
 -- sequence horsies_heartbeats_id_seq
 CREATE SEQUENCE {{schema}}.horsies_heartbeats_id_seq AS bigint
@@ -1847,9 +1848,9 @@ BEGIN
 END;
 $function$;
 
--- function horsies_workflow_evaluate(p_workflow_id text, p_idx integer[], p_completed integer[], p_failed integer[], p_skipped integer[], p_evaluate boolean)
-CREATE OR REPLACE FUNCTION {{schema}}.horsies_workflow_evaluate(p_workflow_id text, p_idx integer[], p_completed integer[], p_failed integer[], p_skipped integer[], p_evaluate boolean)
- RETURNS TABLE(node_index integer, status character varying, changed boolean, dependents integer[], subworkflow character varying, wait_kind character varying, input_template jsonb)
+-- function horsies_workflow_evaluate(p_keys text[], p_completed integer[], p_failed integer[], p_skipped integer[], p_evaluate boolean)
+CREATE OR REPLACE FUNCTION {{schema}}.horsies_workflow_evaluate(p_keys text[], p_completed integer[], p_failed integer[], p_skipped integer[], p_evaluate boolean)
+ RETURNS TABLE(node_index integer, status character varying, changed boolean, dependents integer[], subworkflow character varying, wait_kind character varying, input_template jsonb, workflow_id character varying)
  LANGUAGE plpgsql
  SET plan_cache_mode TO 'force_generic_plan'
  SET enable_seqscan TO 'off'
@@ -1860,12 +1861,12 @@ AS $function$
 BEGIN
   RETURN QUERY
   WITH bump AS (
-    SELECT * FROM unnest(p_idx, p_completed, p_failed, p_skipped) AS b(node_index, completed, failed, skipped)
+    SELECT * FROM unnest(p_keys, p_completed, p_failed, p_skipped) AS b(node_key, completed, failed, skipped)
   ), counted AS (
     SELECT n.node_key, n.node_index, n.status AS old_status, n.join_rule, n.min_success, n.allow_failed_deps,
            cardinality(n.dependencies) AS total,
            n.deps_completed + b.completed AS c, n.deps_failed + b.failed AS f, n.deps_skipped + b.skipped AS s
-    FROM bump b JOIN {{schema}}.horsies_workflow_tasks n ON n.node_key = p_workflow_id || ':' || b.node_index
+    FROM bump b JOIN {{schema}}.horsies_workflow_tasks n ON n.node_key = b.node_key
   ), decided AS (
     SELECT k.*,
            CASE
@@ -1897,7 +1898,7 @@ BEGIN
   FROM decided d
   WHERE n.node_key = d.node_key
   RETURNING n.node_index, n.status, n.status <> d.old_status, n.dependents, n.subworkflow, n.wait_kind,
-            CASE WHEN n.status = 'READY' AND d.old_status <> 'READY' THEN n.input_template END;
+            CASE WHEN n.status = 'READY' AND d.old_status <> 'READY' THEN n.input_template END, n.workflow_id;
 END;
 $function$;
 
@@ -1971,7 +1972,7 @@ $function$;
 
 -- function horsies_workflow_settle(p_keys text[])
 CREATE OR REPLACE FUNCTION {{schema}}.horsies_workflow_settle(p_keys text[])
- RETURNS TABLE(node_index integer, status character varying, dependents integer[])
+ RETURNS TABLE(node_index integer, status character varying, dependents integer[], workflow_id character varying)
  LANGUAGE plpgsql
  SET plan_cache_mode TO 'force_generic_plan'
  SET enable_seqscan TO 'off'
@@ -2044,7 +2045,7 @@ BEGIN
       updated_at = now()
   FROM decided d
   WHERE n.node_key = d.node_key
-  RETURNING n.node_index, n.status, n.dependents;
+  RETURNING n.node_index, n.status, n.dependents, n.workflow_id;
 END;
 $function$;
 
@@ -2059,23 +2060,44 @@ CREATE OR REPLACE FUNCTION {{schema}}.horsies_workflow_step(p_workflow_ids text[
 AS $function$
 #variable_conflict use_column
 DECLARE
-  v_id text;
-  v_nodes integer[];
-  w {{schema}}.horsies_workflows%ROWTYPE;
-  v_terminal integer;
-  v_skipped integer;
-  v_b_idx integer[];
+  -- The batch: its workflows in id order, each one's status (null: no such workflow) and whether it falls back.
+  v_ids text[];
+  v_status text[];
+  v_fallback boolean[];
+  -- The cancelled workflows of the batch (settled, never evaluated), and the node keys to settle.
+  v_cancelled text[];
+  v_keys text[];
+  -- One entry per node that turned terminal in this step: its workflow.
+  v_terminal text[];
+  v_skipped text[];
+  -- Bumps of the join rules: node keys with their completed, failed and skipped counts.
+  v_b_keys text[];
   v_b_c integer[];
   v_b_f integer[];
   v_b_s integer[];
-  v_new_tasks integer[];
-  v_new_other integer[];
-  v_ready_tasks integer[];
-  v_ready_other integer[];
-  v_enqueued integer;
+  -- Nodes that became READY: task nodes by key; subworkflow and wait nodes by workflow and index.
+  v_new_tasks text[];
+  v_ready_tasks text[];
+  v_new_other_w text[];
+  v_new_other_i integer[];
+  v_ready_other_w text[];
+  v_ready_other_i integer[];
+  -- The enqueue: one entry per task (its workflow, node, id and input), then per workflow its count and starts.
+  v_e_wid text[];
   v_e_idx integer[];
   v_e_ids text[];
   v_e_kwargs jsonb[];
+  v_enq_wid text[];
+  v_enq_n integer[];
+  v_enq_started jsonb[];
+  -- The workflows that finish, with their final status and parent node.
+  v_finishing text[];
+  v_fin_id text[];
+  v_fin_status text[];
+  v_fin_parent text[];
+  v_fin_parent_node integer[];
+  v_id text;
+  w {{schema}}.horsies_workflows%ROWTYPE;
   v_ms bigint;
   v_k integer;
   v_rand text;
@@ -2092,8 +2114,6 @@ DECLARE
   v_chain jsonb[];
   v_cont jsonb;
   v_i integer;
-  v_done integer;
-  v_total integer;
   v_policy jsonb;
   v_success boolean;
   v_culprit_id text;
@@ -2110,7 +2130,6 @@ DECLARE
   v_eager_queues text[];
   v_eager_names text[];
   v_token uuid;
-  v_started jsonb;
 BEGIN
   IF NOT p_wait_for_flush THEN
     PERFORM set_config('synchronous_commit', 'off', true);
@@ -2123,284 +2142,278 @@ BEGIN
   END IF;
   -- Every workflow of the batch, locked in id order (as a cancel or a pause locks a tree's children).
   PERFORM 1 FROM {{schema}}.horsies_workflows x WHERE x.id = ANY (p_workflow_ids) ORDER BY x.id FOR UPDATE;
-  FOR v_id, v_nodes IN
-    SELECT i.wid, coalesce(array_agg(DISTINCT i.node) FILTER (WHERE i.node IS NOT NULL), '{}')
-    FROM unnest(p_workflow_ids, p_nodes) AS i(wid, node)
-    GROUP BY i.wid
-  LOOP
-    workflow_id := v_id;
-    status := NULL;
-    settled := 0;
-    enqueued := 0;
-    fallback := false;
-    ready := '{}';
-    parent_id := NULL;
-    parent_node := NULL;
-    started := '[]';
-    SELECT * INTO w FROM {{schema}}.horsies_workflows x WHERE x.id = v_id;
-    IF NOT FOUND THEN
-      RETURN NEXT;
-      CONTINUE;
-    END IF;
-    status := w.status;
-    IF w.status IN ('COMPLETED', 'FAILED') THEN
-      RETURN NEXT;
-      CONTINUE;
-    END IF;
-    IF w.status NOT IN ('RUNNING', 'CANCELLED') OR (w.status = 'RUNNING' AND w.on_error = 'pause') THEN
-      -- A paused workflow gives back tasks that never ran; one that pauses on error pauses its tree: the caller's.
-      fallback := true;
-      RETURN NEXT;
-      CONTINUE;
-    END IF;
+  -- A PAUSED workflow gives back tasks that never ran, and one that pauses on error pauses its tree: the caller's.
+  -- A COMPLETED or FAILED one takes no step; a CANCELLED one only records the outcomes of runs that still ended.
+  WITH batch AS (
+    SELECT b.wid, x.status,
+           x.status IS NOT NULL AND x.status NOT IN ('COMPLETED', 'FAILED')
+             AND (x.status NOT IN ('RUNNING', 'CANCELLED') OR (x.status = 'RUNNING' AND x.on_error = 'pause'))
+             AS fallback
+    FROM (SELECT DISTINCT i.wid FROM unnest(p_workflow_ids) AS i(wid)) b
+    LEFT JOIN {{schema}}.horsies_workflows x ON x.id = b.wid
+  )
+  SELECT coalesce(array_agg(b.wid ORDER BY b.wid), '{}'), coalesce(array_agg(b.status ORDER BY b.wid), '{}'),
+         coalesce(array_agg(b.fallback ORDER BY b.wid), '{}'),
+         coalesce(array_agg(b.wid ORDER BY b.wid) FILTER (WHERE b.status = 'CANCELLED'), '{}'),
+         ARRAY(SELECT DISTINCT i.wid || ':' || i.node FROM unnest(p_workflow_ids, p_nodes) AS i(wid, node)
+               WHERE i.node IS NOT NULL AND i.wid = ANY (
+                 ARRAY(SELECT c.wid FROM batch c WHERE c.status IN ('RUNNING', 'CANCELLED') AND NOT c.fallback)))
+  INTO v_ids, v_status, v_fallback, v_cancelled, v_keys
+  FROM batch b;
 
-    -- Settles the named nodes whose task (child workflow, wait) ended.
-    WITH settled_nodes AS (
-      SELECT * FROM {{schema}}.horsies_workflow_settle(ARRAY(SELECT v_id || ':' || i FROM unnest(v_nodes) i))
-    ), bumps AS (
-      SELECT e.dep,
-             count(*) FILTER (WHERE s.status = 'COMPLETED')::int AS c,
-             count(*) FILTER (WHERE s.status = 'FAILED')::int AS f
-      FROM settled_nodes s, unnest(s.dependents) AS e(dep)
-      GROUP BY e.dep
+  -- Settles the named nodes whose task (child workflow, wait) ended; the dependents of those of running
+  -- workflows learn the outcomes.
+  WITH settled_nodes AS (
+    SELECT * FROM {{schema}}.horsies_workflow_settle(v_keys)
+  ), bumps AS (
+    SELECT s.workflow_id || ':' || e.dep AS node_key,
+           count(*) FILTER (WHERE s.status = 'COMPLETED')::int AS c,
+           count(*) FILTER (WHERE s.status = 'FAILED')::int AS f
+    FROM settled_nodes s, unnest(s.dependents) AS e(dep)
+    WHERE s.workflow_id <> ALL (v_cancelled)
+    GROUP BY 1
+  )
+  SELECT (SELECT coalesce(array_agg(s.workflow_id), '{}') FROM settled_nodes s),
+         coalesce(array_agg(b.node_key ORDER BY b.node_key), '{}'), coalesce(array_agg(b.c ORDER BY b.node_key), '{}'),
+         coalesce(array_agg(b.f ORDER BY b.node_key), '{}')
+  INTO v_terminal, v_b_keys, v_b_c, v_b_f
+  FROM bumps b;
+  v_b_s := array_fill(0, ARRAY[cardinality(v_b_keys)]);
+
+  -- The dependents' join rules decide (horsies_workflow_evaluate); skips cascade.
+  v_ready_tasks := '{}';
+  v_ready_other_w := '{}';
+  v_ready_other_i := '{}';
+  WHILE cardinality(v_b_keys) > 0 LOOP
+    WITH evaluated AS (
+      SELECT v.workflow_id, v.node_index, v.status, v.changed, v.dependents,
+             v.subworkflow IS NOT NULL OR v.wait_kind IS NOT NULL AS started_by_caller
+      FROM {{schema}}.horsies_workflow_evaluate(v_b_keys, v_b_c, v_b_f, v_b_s, true) v
+    ), next_bumps AS (
+      SELECT v.workflow_id || ':' || e.dep AS node_key, count(*)::int AS s
+      FROM evaluated v, unnest(v.dependents) AS e(dep)
+      WHERE v.changed AND v.status = 'SKIPPED'
+      GROUP BY 1
     )
-    SELECT (SELECT count(*)::int FROM settled_nodes),
-           coalesce(array_agg(b.dep ORDER BY b.dep), '{}'), coalesce(array_agg(b.c ORDER BY b.dep), '{}'),
-           coalesce(array_agg(b.f ORDER BY b.dep), '{}')
-    INTO v_terminal, v_b_idx, v_b_c, v_b_f
-    FROM bumps b;
-    v_b_s := array_fill(0, ARRAY[cardinality(v_b_idx)]);
+    SELECT (SELECT coalesce(array_agg(v.workflow_id), '{}') FROM evaluated v WHERE v.changed AND v.status = 'SKIPPED'),
+           (SELECT coalesce(array_agg(v.workflow_id || ':' || v.node_index), '{}') FROM evaluated v
+            WHERE v.changed AND v.status = 'READY' AND NOT v.started_by_caller),
+           (SELECT coalesce(array_agg(v.workflow_id ORDER BY v.workflow_id, v.node_index), '{}') FROM evaluated v
+            WHERE v.changed AND v.status = 'READY' AND v.started_by_caller),
+           (SELECT coalesce(array_agg(v.node_index ORDER BY v.workflow_id, v.node_index), '{}') FROM evaluated v
+            WHERE v.changed AND v.status = 'READY' AND v.started_by_caller),
+           coalesce(array_agg(x.node_key ORDER BY x.node_key), '{}'), coalesce(array_agg(x.s ORDER BY x.node_key), '{}')
+    INTO v_skipped, v_new_tasks, v_new_other_w, v_new_other_i, v_b_keys, v_b_s
+    FROM next_bumps x;
+    v_b_c := array_fill(0, ARRAY[cardinality(v_b_keys)]);
+    v_b_f := v_b_c;
+    v_terminal := v_terminal || v_skipped;
+    v_ready_tasks := v_ready_tasks || v_new_tasks;
+    v_ready_other_w := v_ready_other_w || v_new_other_w;
+    v_ready_other_i := v_ready_other_i || v_new_other_i;
+  END LOOP;
 
-    IF w.status = 'CANCELLED' THEN
-      -- Runs that still ended after the cancel keep their outcome on their node; nothing else moves.
-      IF v_terminal > 0 THEN
-        UPDATE {{schema}}.horsies_workflows x
-        SET nodes_terminal = x.nodes_terminal + v_terminal, updated_at = now()
-        WHERE x.id = v_id;
-      END IF;
-      settled := v_terminal;
-      RETURN NEXT;
-      CONTINUE;
-    END IF;
-
-    -- The dependents learn the outcomes; their join rules decide (horsies_workflow_evaluate); skips cascade.
-    v_ready_tasks := '{}';
-    v_ready_other := '{}';
-    WHILE cardinality(v_b_idx) > 0 LOOP
-      WITH evaluated AS (
-        SELECT v.node_index, v.status, v.changed, v.dependents,
-               v.subworkflow IS NOT NULL OR v.wait_kind IS NOT NULL AS started_by_caller
-        FROM {{schema}}.horsies_workflow_evaluate(v_id, v_b_idx, v_b_c, v_b_f, v_b_s, true) v
-      ), next_bumps AS (
-        SELECT e.dep, count(*)::int AS s
-        FROM evaluated v, unnest(v.dependents) AS e(dep)
-        WHERE v.changed AND v.status = 'SKIPPED'
-        GROUP BY e.dep
-      )
-      SELECT (SELECT count(*)::int FROM evaluated v WHERE v.changed AND v.status = 'SKIPPED'),
-             (SELECT coalesce(array_agg(v.node_index), '{}') FROM evaluated v
-              WHERE v.changed AND v.status = 'READY' AND NOT v.started_by_caller),
-             (SELECT coalesce(array_agg(v.node_index), '{}') FROM evaluated v
-              WHERE v.changed AND v.status = 'READY' AND v.started_by_caller),
-             coalesce(array_agg(x.dep ORDER BY x.dep), '{}'), coalesce(array_agg(x.s ORDER BY x.dep), '{}')
-      INTO v_skipped, v_new_tasks, v_new_other, v_b_idx, v_b_s
-      FROM next_bumps x;
-      v_b_c := array_fill(0, ARRAY[cardinality(v_b_idx)]);
-      v_b_f := v_b_c;
-      v_terminal := v_terminal + v_skipped;
-      v_ready_tasks := v_ready_tasks || v_new_tasks;
-      v_ready_other := v_ready_other || v_new_other;
-    END LOOP;
-
-    -- The READY task nodes: inputs resolved (resolveRefs of src/workflow/wiring.ts, kinds result and outcome),
-    -- then linked and inserted in one statement (WorkflowNodeEnqueue).
-    v_enqueued := 0;
-    IF cardinality(v_ready_tasks) > 0 THEN
-      v_e_idx := '{}';
-      v_e_ids := '{}';
-      v_e_kwargs := '{}';
-      v_ms := floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint;
-      v_hex := lpad(to_hex(v_ms), 12, '0');
-      v_k := 0;
-      FOR r IN
-        SELECT n.node_index, n.input_template FROM {{schema}}.horsies_workflow_tasks n
-        WHERE n.node_key = ANY (ARRAY(SELECT v_id || ':' || i FROM unnest(v_ready_tasks) i))
-          AND n.status || '' = 'READY'
-        ORDER BY n.node_index
+  -- The READY task nodes: inputs resolved (resolveRefs of src/workflow/wiring.ts, kinds result and outcome),
+  -- then linked and inserted in one statement (WorkflowNodeEnqueue).
+  v_enq_wid := '{}';
+  v_enq_n := '{}';
+  v_enq_started := '{}';
+  IF cardinality(v_ready_tasks) > 0 THEN
+    v_e_wid := '{}';
+    v_e_idx := '{}';
+    v_e_ids := '{}';
+    v_e_kwargs := '{}';
+    v_ms := floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint;
+    v_hex := lpad(to_hex(v_ms), 12, '0');
+    v_k := 0;
+    FOR r IN
+      SELECT n.workflow_id, n.node_index, n.input_template FROM {{schema}}.horsies_workflow_tasks n
+      WHERE n.node_key = ANY (v_ready_tasks) AND n.status || '' = 'READY'
+      ORDER BY n.workflow_id, n.node_index
+    LOOP
+      v_value := coalesce(r.input_template -> 'static', 'null'::jsonb);
+      FOR v_ref IN
+        SELECT e.value FROM jsonb_array_elements(coalesce(r.input_template -> 'refs', '[]'::jsonb))
+          WITH ORDINALITY AS e(value, ord)
+        WHERE e.value ->> 'kind' IN ('result', 'outcome')
+        ORDER BY e.ord
       LOOP
-        v_value := coalesce(r.input_template -> 'static', 'null'::jsonb);
-        FOR v_ref IN
-          SELECT e.value FROM jsonb_array_elements(coalesce(r.input_template -> 'refs', '[]'::jsonb))
-            WITH ORDINALITY AS e(value, ord)
-          WHERE e.value ->> 'kind' IN ('result', 'outcome')
-          ORDER BY e.ord
-        LOOP
-          v_up_status := NULL;
-          v_up_result := NULL;
-          SELECT u.status, u.result INTO v_up_status, v_up_result FROM {{schema}}.horsies_workflow_tasks u
-          WHERE u.node_key = v_id || ':' || (v_ref ->> 'node');
-          IF v_ref ->> 'kind' = 'outcome' THEN
-            -- outcomeOf: the upstream's TaskResult.
-            v_resolved := CASE
-              WHEN v_up_status = 'COMPLETED' AND jsonb_typeof(v_up_result) = 'object' AND v_up_result ? 'ok'
-                THEN jsonb_build_object('ok', true, 'value', coalesce(v_up_result -> 'ok', 'null'::jsonb))
-              WHEN v_up_status = 'COMPLETED' THEN jsonb_build_object('ok', false, 'error', jsonb_build_object(
-                'code', 'RESULT_NOT_AVAILABLE', 'message', 'the node completed without a result'))
-              WHEN v_up_status IN ('FAILED', 'SKIPPED') THEN jsonb_build_object('ok', false, 'error', coalesce(
-                nullif(v_up_result -> 'err', 'null'::jsonb),
-                jsonb_build_object('code', 'RESULT_NOT_AVAILABLE', 'message', 'the node ended ' || v_up_status)))
-              ELSE jsonb_build_object('ok', false, 'error', jsonb_build_object(
-                'code', 'RESULT_NOT_AVAILABLE', 'message', 'the node has not finished'))
+        v_up_status := NULL;
+        v_up_result := NULL;
+        SELECT u.status, u.result INTO v_up_status, v_up_result FROM {{schema}}.horsies_workflow_tasks u
+        WHERE u.node_key = r.workflow_id || ':' || (v_ref ->> 'node');
+        IF v_ref ->> 'kind' = 'outcome' THEN
+          -- outcomeOf: the upstream's TaskResult.
+          v_resolved := CASE
+            WHEN v_up_status = 'COMPLETED' AND jsonb_typeof(v_up_result) = 'object' AND v_up_result ? 'ok'
+              THEN jsonb_build_object('ok', true, 'value', coalesce(v_up_result -> 'ok', 'null'::jsonb))
+            WHEN v_up_status = 'COMPLETED' THEN jsonb_build_object('ok', false, 'error', jsonb_build_object(
+              'code', 'RESULT_NOT_AVAILABLE', 'message', 'the node completed without a result'))
+            WHEN v_up_status IN ('FAILED', 'SKIPPED') THEN jsonb_build_object('ok', false, 'error', coalesce(
+              nullif(v_up_result -> 'err', 'null'::jsonb),
+              jsonb_build_object('code', 'RESULT_NOT_AVAILABLE', 'message', 'the node ended ' || v_up_status)))
+            ELSE jsonb_build_object('ok', false, 'error', jsonb_build_object(
+              'code', 'RESULT_NOT_AVAILABLE', 'message', 'the node has not finished'))
+          END;
+        ELSIF v_up_status = 'COMPLETED' THEN
+          -- readPath into the ok value: a missing step, or a step into a scalar, reads nothing (null).
+          v_resolved := v_up_result -> 'ok';
+          FOR v_step IN
+            SELECT e.value FROM jsonb_array_elements(coalesce(v_ref -> 'from', '[]'::jsonb))
+              WITH ORDINALITY AS e(value, ord)
+            ORDER BY e.ord
+          LOOP
+            EXIT WHEN v_resolved IS NULL;
+            v_resolved := CASE jsonb_typeof(v_resolved)
+              WHEN 'object' THEN v_resolved -> (v_step #>> '{}')
+              WHEN 'array' THEN CASE WHEN (v_step #>> '{}') ~ '^(0|[1-9][0-9]{0,8})$'
+                                     THEN v_resolved -> (v_step #>> '{}')::int END
             END;
-          ELSIF v_up_status = 'COMPLETED' THEN
-            -- readPath into the ok value: a missing step, or a step into a scalar, reads nothing (null).
-            v_resolved := v_up_result -> 'ok';
-            FOR v_step IN
-              SELECT e.value FROM jsonb_array_elements(coalesce(v_ref -> 'from', '[]'::jsonb))
-                WITH ORDINALITY AS e(value, ord)
-              ORDER BY e.ord
-            LOOP
-              EXIT WHEN v_resolved IS NULL;
-              v_resolved := CASE jsonb_typeof(v_resolved)
-                WHEN 'object' THEN v_resolved -> (v_step #>> '{}')
-                WHEN 'array' THEN CASE WHEN (v_step #>> '{}') ~ '^(0|[1-9][0-9]{0,8})$'
-                                       THEN v_resolved -> (v_step #>> '{}')::int END
-              END;
-            END LOOP;
-          ELSE
-            v_resolved := NULL;
-          END IF;
-          v_resolved := coalesce(v_resolved, 'null'::jsonb);
-          -- writePath: containers made on the way (an array for an index step, else an object).
-          v_path := coalesce(v_ref -> 'to', '[]'::jsonb);
-          v_len := jsonb_array_length(v_path);
-          IF v_len = 0 THEN
-            v_value := v_resolved;
-          ELSE
-            v_chain := ARRAY[v_value];
-            FOR v_i IN 1 .. v_len - 1 LOOP
-              v_step := v_path -> (v_i - 1);
-              v_cont := CASE WHEN jsonb_typeof(v_chain[v_i]) IN ('object', 'array') THEN v_chain[v_i]
-                             WHEN jsonb_typeof(v_step) = 'number' THEN '[]'::jsonb ELSE '{}'::jsonb END;
-              v_chain := array_append(v_chain, coalesce(CASE jsonb_typeof(v_cont)
-                WHEN 'object' THEN v_cont -> (v_step #>> '{}')
-                ELSE CASE WHEN (v_step #>> '{}') ~ '^(0|[1-9][0-9]{0,8})$' THEN v_cont -> (v_step #>> '{}')::int END
-              END, 'null'::jsonb));
-            END LOOP;
-            FOR v_i IN REVERSE v_len .. 1 LOOP
-              v_step := v_path -> (v_i - 1);
-              v_cont := CASE WHEN jsonb_typeof(v_chain[v_i]) IN ('object', 'array') THEN v_chain[v_i]
-                             WHEN jsonb_typeof(v_step) = 'number' THEN '[]'::jsonb ELSE '{}'::jsonb END;
-              IF jsonb_typeof(v_cont) = 'object' THEN
-                v_resolved := v_cont || jsonb_build_object(v_step #>> '{}', v_resolved);
-              ELSIF (v_step #>> '{}') ~ '^(0|[1-9][0-9]{0,8})$' THEN
-                IF (v_step #>> '{}')::int < jsonb_array_length(v_cont) THEN
-                  v_resolved := jsonb_set(v_cont, ARRAY[v_step #>> '{}'], v_resolved);
-                ELSE
-                  -- Past the end: the holes between are nulls, as JSON writes a sparse array.
-                  v_resolved := v_cont
-                    || (SELECT coalesce(jsonb_agg('null'::jsonb), '[]'::jsonb)
-                        FROM generate_series(1, (v_step #>> '{}')::int - jsonb_array_length(v_cont)))
-                    || jsonb_build_array(v_resolved);
-                END IF;
+          END LOOP;
+        ELSE
+          v_resolved := NULL;
+        END IF;
+        v_resolved := coalesce(v_resolved, 'null'::jsonb);
+        -- writePath: containers made on the way (an array for an index step, else an object).
+        v_path := coalesce(v_ref -> 'to', '[]'::jsonb);
+        v_len := jsonb_array_length(v_path);
+        IF v_len = 0 THEN
+          v_value := v_resolved;
+        ELSE
+          v_chain := ARRAY[v_value];
+          FOR v_i IN 1 .. v_len - 1 LOOP
+            v_step := v_path -> (v_i - 1);
+            v_cont := CASE WHEN jsonb_typeof(v_chain[v_i]) IN ('object', 'array') THEN v_chain[v_i]
+                           WHEN jsonb_typeof(v_step) = 'number' THEN '[]'::jsonb ELSE '{}'::jsonb END;
+            v_chain := array_append(v_chain, coalesce(CASE jsonb_typeof(v_cont)
+              WHEN 'object' THEN v_cont -> (v_step #>> '{}')
+              ELSE CASE WHEN (v_step #>> '{}') ~ '^(0|[1-9][0-9]{0,8})$' THEN v_cont -> (v_step #>> '{}')::int END
+            END, 'null'::jsonb));
+          END LOOP;
+          FOR v_i IN REVERSE v_len .. 1 LOOP
+            v_step := v_path -> (v_i - 1);
+            v_cont := CASE WHEN jsonb_typeof(v_chain[v_i]) IN ('object', 'array') THEN v_chain[v_i]
+                           WHEN jsonb_typeof(v_step) = 'number' THEN '[]'::jsonb ELSE '{}'::jsonb END;
+            IF jsonb_typeof(v_cont) = 'object' THEN
+              v_resolved := v_cont || jsonb_build_object(v_step #>> '{}', v_resolved);
+            ELSIF (v_step #>> '{}') ~ '^(0|[1-9][0-9]{0,8})$' THEN
+              IF (v_step #>> '{}')::int < jsonb_array_length(v_cont) THEN
+                v_resolved := jsonb_set(v_cont, ARRAY[v_step #>> '{}'], v_resolved);
               ELSE
-                -- A named property of an array: JSON keeps none.
-                v_resolved := v_cont;
+                -- Past the end: the holes between are nulls, as JSON writes a sparse array.
+                v_resolved := v_cont
+                  || (SELECT coalesce(jsonb_agg('null'::jsonb), '[]'::jsonb)
+                      FROM generate_series(1, (v_step #>> '{}')::int - jsonb_array_length(v_cont)))
+                  || jsonb_build_array(v_resolved);
               END IF;
-            END LOOP;
-            v_value := v_resolved;
-          END IF;
-        END LOOP;
-        -- A version 7 UUID: the time in ms, then a counter within this call, then random bits.
-        v_rand := replace(gen_random_uuid()::text, '-', '');
-        -- Element assignment grows the arrays in place (an append would copy them: quadratic on a wide fan-out).
-        v_k := v_k + 1;
-        v_e_idx[v_k] := r.node_index;
-        v_e_ids[v_k] := substr(v_hex, 1, 8) || '-' || substr(v_hex, 9, 4) || '-7'
-          || lpad(to_hex(v_k % 4096), 3, '0') || '-' || substr(v_rand, 17, 4) || '-' || substr(v_rand, 21, 12);
-        v_e_kwargs[v_k] := v_value;
+            ELSE
+              -- A named property of an array: JSON keeps none.
+              v_resolved := v_cont;
+            END IF;
+          END LOOP;
+          v_value := v_resolved;
+        END IF;
       END LOOP;
-      WITH input AS (
-        SELECT * FROM unnest(v_e_idx, v_e_ids, v_e_kwargs) AS i(node_index, task_id, kwargs)
-      ), linked AS (
-        UPDATE {{schema}}.horsies_workflow_tasks n
-        SET status = 'ENQUEUED', task_id = i.task_id, enqueued_at = now(), updated_at = now()
-        FROM input i
-        WHERE n.node_key = v_id || ':' || i.node_index AND n.status || '' = 'READY' AND n.subworkflow IS NULL
-          AND n.wait_kind IS NULL
-        RETURNING n.node_index, n.node_id, n.task_id, n.task_name, n.queue_name, n.priority, n.max_retries,
-                  n.task_options, n.good_until, i.kwargs
-      ), eager AS (
-        -- The tasks started for the calling worker: the first of those it may take, in claim order.
-        SELECT e.task_id FROM (
-          SELECT l.task_id, row_number() OVER (ORDER BY l.priority, l.node_index) AS k
-          FROM linked l
-          WHERE v_slots > 0
-            AND l.queue_name = ANY (v_eager_queues) AND l.task_name = ANY (v_eager_names)
-            AND (l.good_until IS NULL OR l.good_until > now())
-            AND NOT EXISTS (
-              SELECT 1 FROM {{schema}}.horsies_queue_state q WHERE q.queue_name = l.queue_name AND q.paused)
-            -- In the terms of horsies_tasks_claim_idx: a task that a claim of this queue would take first.
-            AND NOT EXISTS (
-              SELECT 1 FROM {{schema}}.horsies_tasks n
-              WHERE NOT n.claimed AND n.finished_at IS NULL AND n.queue_name = l.queue_name
-                AND n.priority <= l.priority AND n.enqueued_at <= now())
-        ) e
-        WHERE e.k <= v_slots
-      ), inserted AS (
-        INSERT INTO {{schema}}.horsies_tasks
-          (id, task_name, queue_name, priority, kwargs, status, enqueued_at, good_until, max_retries, task_options,
-           workflow_id, workflow_node, workflow_node_id, trace_context, claimed, claimed_at, claimed_by_worker_id,
-           claim_generation, claim_token, claim_expires_at, started_at, attempt, worker_hostname, worker_pid,
-           worker_process_name)
-        SELECT l.task_id, l.task_name, l.queue_name, l.priority, l.kwargs,
-               CASE WHEN g.task_id IS NULL THEN 'PENDING' ELSE 'RUNNING' END, now(), l.good_until,
-               l.max_retries, l.task_options, v_id, l.node_index, l.node_id, w.trace_context,
-               g.task_id IS NOT NULL,
-               CASE WHEN g.task_id IS NOT NULL THEN now() END,
-               CASE WHEN g.task_id IS NOT NULL THEN p_eager ->> 'worker_id' END,
-               CASE WHEN g.task_id IS NOT NULL THEN 1 ELSE 0 END,
-               CASE WHEN g.task_id IS NOT NULL THEN v_token END,
-               CASE WHEN g.task_id IS NOT NULL
-                    THEN now() + (p_eager ->> 'lease_ms')::int * interval '1 millisecond' END,
-               CASE WHEN g.task_id IS NOT NULL THEN now() END,
-               CASE WHEN g.task_id IS NOT NULL THEN 1 ELSE 0 END,
-               CASE WHEN g.task_id IS NOT NULL THEN p_eager ->> 'hostname' END,
-               CASE WHEN g.task_id IS NOT NULL THEN (p_eager ->> 'pid')::int END,
-               CASE WHEN g.task_id IS NOT NULL THEN p_eager ->> 'process_name' END
-        FROM linked l LEFT JOIN eager g ON g.task_id = l.task_id
-        RETURNING *
-      )
-      SELECT (SELECT count(*)::int FROM inserted),
-             (SELECT coalesce(jsonb_agg(jsonb_build_object(
-                'id', i.id, 'task_name', i.task_name, 'queue_name', i.queue_name, 'priority', i.priority,
-                'kwargs', i.kwargs, 'claim_generation', i.claim_generation, 'claim_token', i.claim_token,
-                'retry_count', i.retry_count, 'max_retries', i.max_retries, 'attempt', i.attempt,
-                'enqueued_at', i.enqueued_at, 'trace_context', i.trace_context, 'workflow_id', i.workflow_id,
-                'workflow_node', i.workflow_node, 'workflow_node_id', i.workflow_node_id,
-                'started_at', i.started_at) ORDER BY i.priority, i.workflow_node), '[]')
-              FROM inserted i WHERE i.status = 'RUNNING')
-      INTO v_enqueued, v_started;
-      started := v_started;
-      v_slots := v_slots - jsonb_array_length(v_started);
-    END IF;
-    enqueued := v_enqueued;
-    ready := v_ready_other;
-    settled := v_terminal;
-    IF v_terminal = 0 THEN
-      RETURN NEXT;
-      CONTINUE;
-    END IF;
+      -- A version 7 UUID: the time in ms, then a counter within this call, then random bits.
+      v_rand := replace(gen_random_uuid()::text, '-', '');
+      -- Element assignment grows the arrays in place (an append would copy them: quadratic on a wide fan-out).
+      v_k := v_k + 1;
+      v_e_wid[v_k] := r.workflow_id;
+      v_e_idx[v_k] := r.node_index;
+      v_e_ids[v_k] := substr(v_hex, 1, 8) || '-' || substr(v_hex, 9, 4) || '-7'
+        || lpad(to_hex(v_k % 4096), 3, '0') || '-' || substr(v_rand, 17, 4) || '-' || substr(v_rand, 21, 12);
+      v_e_kwargs[v_k] := v_value;
+    END LOOP;
+    WITH input AS (
+      SELECT * FROM unnest(v_e_wid, v_e_idx, v_e_ids, v_e_kwargs) AS i(wid, node_index, task_id, kwargs)
+    ), linked AS (
+      UPDATE {{schema}}.horsies_workflow_tasks n
+      SET status = 'ENQUEUED', task_id = i.task_id, enqueued_at = now(), updated_at = now()
+      FROM input i
+      WHERE n.node_key = i.wid || ':' || i.node_index AND n.status || '' = 'READY' AND n.subworkflow IS NULL
+        AND n.wait_kind IS NULL
+      RETURNING n.workflow_id, n.node_index, n.node_id, n.task_id, n.task_name, n.queue_name, n.priority,
+                n.max_retries, n.task_options, n.good_until, i.kwargs
+    ), eager AS (
+      -- The tasks started for the calling worker: the first of those it may take, in claim order.
+      SELECT e.task_id FROM (
+        SELECT l.task_id, row_number() OVER (ORDER BY l.priority, l.workflow_id, l.node_index) AS k
+        FROM linked l
+        WHERE v_slots > 0
+          AND l.queue_name = ANY (v_eager_queues) AND l.task_name = ANY (v_eager_names)
+          AND (l.good_until IS NULL OR l.good_until > now())
+          AND NOT EXISTS (
+            SELECT 1 FROM {{schema}}.horsies_queue_state q WHERE q.queue_name = l.queue_name AND q.paused)
+          -- In the terms of horsies_tasks_claim_idx: a task that a claim of this queue would take first.
+          AND NOT EXISTS (
+            SELECT 1 FROM {{schema}}.horsies_tasks n
+            WHERE NOT n.claimed AND n.finished_at IS NULL AND n.queue_name = l.queue_name
+              AND n.priority <= l.priority AND n.enqueued_at <= now())
+      ) e
+      WHERE e.k <= v_slots
+    ), inserted AS (
+      INSERT INTO {{schema}}.horsies_tasks
+        (id, task_name, queue_name, priority, kwargs, status, enqueued_at, good_until, max_retries, task_options,
+         workflow_id, workflow_node, workflow_node_id, trace_context, claimed, claimed_at, claimed_by_worker_id,
+         claim_generation, claim_token, claim_expires_at, started_at, attempt, worker_hostname, worker_pid,
+         worker_process_name)
+      SELECT l.task_id, l.task_name, l.queue_name, l.priority, l.kwargs,
+             CASE WHEN g.task_id IS NULL THEN 'PENDING' ELSE 'RUNNING' END, now(), l.good_until,
+             l.max_retries, l.task_options, l.workflow_id, l.node_index, l.node_id, x.trace_context,
+             g.task_id IS NOT NULL,
+             CASE WHEN g.task_id IS NOT NULL THEN now() END,
+             CASE WHEN g.task_id IS NOT NULL THEN p_eager ->> 'worker_id' END,
+             CASE WHEN g.task_id IS NOT NULL THEN 1 ELSE 0 END,
+             CASE WHEN g.task_id IS NOT NULL THEN v_token END,
+             CASE WHEN g.task_id IS NOT NULL
+                  THEN now() + (p_eager ->> 'lease_ms')::int * interval '1 millisecond' END,
+             CASE WHEN g.task_id IS NOT NULL THEN now() END,
+             CASE WHEN g.task_id IS NOT NULL THEN 1 ELSE 0 END,
+             CASE WHEN g.task_id IS NOT NULL THEN p_eager ->> 'hostname' END,
+             CASE WHEN g.task_id IS NOT NULL THEN (p_eager ->> 'pid')::int END,
+             CASE WHEN g.task_id IS NOT NULL THEN p_eager ->> 'process_name' END
+      FROM linked l
+      JOIN {{schema}}.horsies_workflows x ON x.id = l.workflow_id
+      LEFT JOIN eager g ON g.task_id = l.task_id
+      RETURNING *
+    ), per_workflow AS (
+      SELECT i.workflow_id AS wid, count(*)::int AS n,
+             coalesce(jsonb_agg(jsonb_build_object(
+               'id', i.id, 'task_name', i.task_name, 'queue_name', i.queue_name, 'priority', i.priority,
+               'kwargs', i.kwargs, 'claim_generation', i.claim_generation, 'claim_token', i.claim_token,
+               'retry_count', i.retry_count, 'max_retries', i.max_retries, 'attempt', i.attempt,
+               'enqueued_at', i.enqueued_at, 'trace_context', i.trace_context, 'workflow_id', i.workflow_id,
+               'workflow_node', i.workflow_node, 'workflow_node_id', i.workflow_node_id,
+               'started_at', i.started_at) ORDER BY i.priority, i.workflow_node) FILTER (WHERE i.status = 'RUNNING'),
+               '[]') AS started
+      FROM inserted i
+      GROUP BY i.workflow_id
+    )
+    SELECT coalesce(array_agg(p.wid), '{}'), coalesce(array_agg(p.n), '{}'), coalesce(array_agg(p.started), '{}')
+    INTO v_enq_wid, v_enq_n, v_enq_started
+    FROM per_workflow p;
+  END IF;
 
+  -- The workflows advance by the nodes that turned terminal; a running one whose every node is terminal finishes.
+  WITH counts AS (
+    SELECT t.wid, count(*)::int AS n FROM unnest(v_terminal) AS t(wid) GROUP BY t.wid
+  ), advanced AS (
     UPDATE {{schema}}.horsies_workflows x
-    SET nodes_terminal = x.nodes_terminal + v_terminal, updated_at = now()
-    WHERE x.id = v_id
-    RETURNING x.nodes_terminal, x.nodes_total INTO v_done, v_total;
-    IF v_done < v_total THEN
-      RETURN NEXT;
-      CONTINUE;
-    END IF;
+    SET nodes_terminal = x.nodes_terminal + c.n, updated_at = now()
+    FROM counts c
+    WHERE x.id = c.wid
+    RETURNING x.id, x.status, x.nodes_terminal >= x.nodes_total AS done
+  )
+  SELECT coalesce(array_agg(a.id ORDER BY a.id) FILTER (WHERE a.done AND a.status = 'RUNNING'), '{}')
+  INTO v_finishing
+  FROM advanced a;
 
+  v_fin_id := '{}';
+  v_fin_status := '{}';
+  v_fin_parent := '{}';
+  v_fin_parent_node := '{}';
+  FOREACH v_id IN ARRAY v_finishing LOOP
+    SELECT * INTO w FROM {{schema}}.horsies_workflows x WHERE x.id = v_id;
     -- Every node is terminal: the workflow ends once (decideOutcome in src/workflow/step.ts). Success: no failed
     -- node, or with a success policy some case whose nodes all completed (optional nodes never count).
     v_policy := CASE WHEN jsonb_typeof(w.success_policy) = 'object' THEN w.success_policy END;
@@ -2472,15 +2485,27 @@ BEGIN
     RETURNING x.status INTO v_final;
     IF FOUND THEN
       PERFORM pg_notify(p_channel, v_id);
-      status := v_final;
+    ELSE
+      v_final := w.status;
     END IF;
-    parent_id := w.parent_workflow_id;
-    parent_node := CASE WHEN w.parent_workflow_id IS NOT NULL THEN w.parent_node_index END;
-    IF parent_node IS NULL THEN
-      parent_id := NULL;
-    END IF;
-    RETURN NEXT;
+    v_fin_id := v_fin_id || v_id;
+    v_fin_status := v_fin_status || v_final;
+    v_fin_parent := v_fin_parent || CASE WHEN w.parent_node_index IS NOT NULL THEN w.parent_workflow_id END;
+    v_fin_parent_node := v_fin_parent_node
+      || CASE WHEN w.parent_workflow_id IS NOT NULL AND w.parent_node_index IS NOT NULL THEN w.parent_node_index END;
   END LOOP;
+
+  RETURN QUERY
+  SELECT b.wid::varchar, coalesce(f.status, b.status)::varchar, coalesce(t.n, 0), coalesce(e.n, 0), b.fallback,
+         coalesce(o.ready, '{}'::integer[]), f.parent::varchar, f.parent_node, coalesce(e.started, '[]'::jsonb)
+  FROM unnest(v_ids, v_status, v_fallback) AS b(wid, status, fallback)
+  LEFT JOIN (SELECT c.wid, count(*)::int AS n FROM unnest(v_terminal) AS c(wid) GROUP BY c.wid) t ON t.wid = b.wid
+  LEFT JOIN unnest(v_enq_wid, v_enq_n, v_enq_started) AS e(wid, n, started) ON e.wid = b.wid
+  LEFT JOIN (SELECT q.wid, array_agg(q.idx ORDER BY q.idx) AS ready
+             FROM unnest(v_ready_other_w, v_ready_other_i) AS q(wid, idx) GROUP BY q.wid) o ON o.wid = b.wid
+  LEFT JOIN unnest(v_fin_id, v_fin_status, v_fin_parent, v_fin_parent_node) AS f(wid, status, parent, parent_node)
+    ON f.wid = b.wid
+  ORDER BY b.wid;
 END;
 $function$;
 

@@ -1,16 +1,17 @@
--- Adds the outcomes of dependencies that just turned terminal to each dependent's counters (p_idx, with the
--- parallel p_completed, p_failed and p_skipped) and, with p_evaluate (the workflow runs), applies the join rule of
--- every dependent still PENDING: READY, SKIPPED (with an UPSTREAM_SKIPPED error) or still PENDING.
+-- Adds the outcomes of dependencies that just turned terminal to each dependent's counters (p_keys, each
+-- '<workflow id>:<node index>', of one workflow or many, with the parallel p_completed, p_failed and p_skipped)
+-- and, with p_evaluate (the workflows run), applies the join rule of every dependent still PENDING: READY, SKIPPED
+-- (with an UPSTREAM_SKIPPED error) or still PENDING.
 --   all: decided when every dependency is terminal; SKIPPED if one failed or was skipped, unless allow_failed_deps;
 --   any: READY at the first COMPLETED dependency; SKIPPED when all are terminal and none completed;
 --   quorum: READY at min_success completions; SKIPPED as soon as they can no longer be reached.
 -- Bumps of zero re-evaluate a node as it stands (resume, recovery). Returns each node bumped: its status, whether
 -- this call moved it out of PENDING, its dependents, what it runs when it is not a task (subworkflow, wait_kind),
--- and the input template of one that became READY. The one text of the join rules: the server-side step
--- (horsies_workflow_step) and the step in TypeScript (WorkflowNodeEvaluate) call it. The caller holds the
--- workflow's row lock.
-CREATE OR REPLACE FUNCTION {{schema}}.horsies_workflow_evaluate(p_workflow_id text, p_idx integer[], p_completed integer[], p_failed integer[], p_skipped integer[], p_evaluate boolean)
- RETURNS TABLE(node_index integer, status character varying, changed boolean, dependents integer[], subworkflow character varying, wait_kind character varying, input_template jsonb)
+-- the input template of one that became READY, and its workflow. The one text of the join rules: the server-side
+-- step (horsies_workflow_step) and the step in TypeScript (WorkflowNodeEvaluate) call it. The caller holds the
+-- workflows' row locks.
+CREATE OR REPLACE FUNCTION {{schema}}.horsies_workflow_evaluate(p_keys text[], p_completed integer[], p_failed integer[], p_skipped integer[], p_evaluate boolean)
+ RETURNS TABLE(node_index integer, status character varying, changed boolean, dependents integer[], subworkflow character varying, wait_kind character varying, input_template jsonb, workflow_id character varying)
  LANGUAGE plpgsql
  SET plan_cache_mode TO 'force_generic_plan'
  SET enable_seqscan TO 'off'
@@ -21,12 +22,12 @@ AS $function$
 BEGIN
   RETURN QUERY
   WITH bump AS (
-    SELECT * FROM unnest(p_idx, p_completed, p_failed, p_skipped) AS b(node_index, completed, failed, skipped)
+    SELECT * FROM unnest(p_keys, p_completed, p_failed, p_skipped) AS b(node_key, completed, failed, skipped)
   ), counted AS (
     SELECT n.node_key, n.node_index, n.status AS old_status, n.join_rule, n.min_success, n.allow_failed_deps,
            cardinality(n.dependencies) AS total,
            n.deps_completed + b.completed AS c, n.deps_failed + b.failed AS f, n.deps_skipped + b.skipped AS s
-    FROM bump b JOIN {{schema}}.horsies_workflow_tasks n ON n.node_key = p_workflow_id || ':' || b.node_index
+    FROM bump b JOIN {{schema}}.horsies_workflow_tasks n ON n.node_key = b.node_key
   ), decided AS (
     SELECT k.*,
            CASE
@@ -58,6 +59,6 @@ BEGIN
   FROM decided d
   WHERE n.node_key = d.node_key
   RETURNING n.node_index, n.status, n.status <> d.old_status, n.dependents, n.subworkflow, n.wait_kind,
-            CASE WHEN n.status = 'READY' AND d.old_status <> 'READY' THEN n.input_template END;
+            CASE WHEN n.status = 'READY' AND d.old_status <> 'READY' THEN n.input_template END, n.workflow_id;
 END;
 $function$;

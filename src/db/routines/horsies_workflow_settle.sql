@@ -6,9 +6,9 @@
 -- wait its first delivery or WAIT_TIMEOUT once due; a sleep null once due. A compare-and-set: a node already
 -- terminal is left alone, so a replay changes nothing. The one text of the settle: the server-side step
 -- (horsies_workflow_step) and the step in TypeScript (WorkflowNodeSettle, WorkflowNodeSettleAll) call it. The
--- caller holds the workflow's row lock.
+-- caller holds the workflows' row locks. Each node comes back with its workflow (the keys may name many).
 CREATE OR REPLACE FUNCTION {{schema}}.horsies_workflow_settle(p_keys text[])
- RETURNS TABLE(node_index integer, status character varying, dependents integer[])
+ RETURNS TABLE(node_index integer, status character varying, dependents integer[], workflow_id character varying)
  LANGUAGE plpgsql
  SET plan_cache_mode TO 'force_generic_plan'
  SET enable_seqscan TO 'off'
@@ -81,6 +81,6 @@ BEGIN
       updated_at = now()
   FROM decided d
   WHERE n.node_key = d.node_key
-  RETURNING n.node_index, n.status, n.dependents;
+  RETURNING n.node_index, n.status, n.dependents, n.workflow_id;
 END;
 $function$;
