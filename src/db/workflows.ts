@@ -404,7 +404,7 @@ export const WorkflowNodeEvaluate = statement<
               SELECT $1 || ':' || (r ->> 'node') FROM jsonb_array_elements(e.input_template -> 'refs') r
               WHERE r ->> 'kind' <> 'param'))
           ) END AS upstream
-   FROM {{schema}}.horsies_workflow_evaluate(${nodeKeys('$2')}, $3::int[], $4::int[], $5::int[], $6::bool) e`,
+   FROM {{schema}}.horsies_workflow_evaluate(${nodeKeys('$2')}, $3::int[], $4::int[], $5::int[], $6::bool, false) e`,
   ({ workflowId, bumps, evaluate }) => [
     workflowId,
     bumps.map((b) => b.index),

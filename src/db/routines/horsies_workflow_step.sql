@@ -46,17 +46,21 @@ DECLARE
   v_b_c integer[];
   v_b_f integer[];
   v_b_s integer[];
-  -- Nodes that became READY: task nodes by key; subworkflow and wait nodes by workflow and index.
-  v_new_tasks text[];
-  v_ready_tasks text[];
+  -- Task nodes enqueued by the join rules (workflow, index, task id, input template), and subworkflow and wait
+  -- nodes that became READY (workflow, index).
+  v_new_t_wid text[];
+  v_new_t_idx integer[];
+  v_new_t_id text[];
+  v_new_t_tpl jsonb[];
+  v_t_wid text[];
+  v_t_idx integer[];
+  v_t_id text[];
+  v_t_tpl jsonb[];
   v_new_other_w text[];
   v_new_other_i integer[];
   v_ready_other_w text[];
   v_ready_other_i integer[];
-  -- The enqueue: one entry per task (its workflow, node, id and input), then per workflow its count and starts.
-  v_e_wid text[];
-  v_e_idx integer[];
-  v_e_ids text[];
+  -- The enqueue: each task's input, then per workflow its count and starts.
   v_e_kwargs jsonb[];
   v_enq_wid text[];
   v_enq_n integer[];
@@ -69,11 +73,8 @@ DECLARE
   v_fin_parent_node integer[];
   v_id text;
   w {{schema}}.horsies_workflows%ROWTYPE;
-  v_ms bigint;
-  v_k integer;
-  v_rand text;
-  v_hex text;
-  r record;
+  v_n integer;
+  v_tpl jsonb;
   v_ref jsonb;
   v_value jsonb;
   v_resolved jsonb;
@@ -151,15 +152,18 @@ BEGIN
   FROM bumps b;
   v_b_s := array_fill(0, ARRAY[cardinality(v_b_keys)]);
 
-  -- The dependents' join rules decide (horsies_workflow_evaluate); skips cascade.
-  v_ready_tasks := '{}';
+  -- The dependents' join rules decide (horsies_workflow_evaluate), and enqueue the task nodes they make READY;
+  -- skips cascade.
+  v_t_wid := '{}';
+  v_t_idx := '{}';
+  v_t_id := '{}';
+  v_t_tpl := '{}';
   v_ready_other_w := '{}';
   v_ready_other_i := '{}';
   WHILE cardinality(v_b_keys) > 0 LOOP
     WITH evaluated AS (
-      SELECT v.workflow_id, v.node_index, v.status, v.changed, v.dependents,
-             v.subworkflow IS NOT NULL OR v.wait_kind IS NOT NULL AS started_by_caller
-      FROM {{schema}}.horsies_workflow_evaluate(v_b_keys, v_b_c, v_b_f, v_b_s, true) v
+      SELECT v.workflow_id, v.node_index, v.status, v.changed, v.dependents, v.task_id, v.input_template
+      FROM {{schema}}.horsies_workflow_evaluate(v_b_keys, v_b_c, v_b_f, v_b_s, true, true) v
     ), next_bumps AS (
       SELECT v.workflow_id || ':' || e.dep AS node_key, count(*)::int AS s
       FROM evaluated v, unnest(v.dependents) AS e(dep)
@@ -167,144 +171,133 @@ BEGIN
       GROUP BY 1
     )
     SELECT (SELECT coalesce(array_agg(v.workflow_id), '{}') FROM evaluated v WHERE v.changed AND v.status = 'SKIPPED'),
-           (SELECT coalesce(array_agg(v.workflow_id || ':' || v.node_index), '{}') FROM evaluated v
-            WHERE v.changed AND v.status = 'READY' AND NOT v.started_by_caller),
+           (SELECT coalesce(array_agg(v.workflow_id ORDER BY v.task_id), '{}') FROM evaluated v WHERE v.task_id IS NOT NULL),
+           (SELECT coalesce(array_agg(v.node_index ORDER BY v.task_id), '{}') FROM evaluated v WHERE v.task_id IS NOT NULL),
+           (SELECT coalesce(array_agg(v.task_id ORDER BY v.task_id), '{}') FROM evaluated v WHERE v.task_id IS NOT NULL),
+           (SELECT coalesce(array_agg(v.input_template ORDER BY v.task_id), '{}') FROM evaluated v
+            WHERE v.task_id IS NOT NULL),
            (SELECT coalesce(array_agg(v.workflow_id ORDER BY v.workflow_id, v.node_index), '{}') FROM evaluated v
-            WHERE v.changed AND v.status = 'READY' AND v.started_by_caller),
+            WHERE v.changed AND v.status = 'READY'),
            (SELECT coalesce(array_agg(v.node_index ORDER BY v.workflow_id, v.node_index), '{}') FROM evaluated v
-            WHERE v.changed AND v.status = 'READY' AND v.started_by_caller),
+            WHERE v.changed AND v.status = 'READY'),
            coalesce(array_agg(x.node_key ORDER BY x.node_key), '{}'), coalesce(array_agg(x.s ORDER BY x.node_key), '{}')
-    INTO v_skipped, v_new_tasks, v_new_other_w, v_new_other_i, v_b_keys, v_b_s
+    INTO v_skipped, v_new_t_wid, v_new_t_idx, v_new_t_id, v_new_t_tpl, v_new_other_w, v_new_other_i, v_b_keys,
+         v_b_s
     FROM next_bumps x;
     v_b_c := array_fill(0, ARRAY[cardinality(v_b_keys)]);
     v_b_f := v_b_c;
     v_terminal := v_terminal || v_skipped;
-    v_ready_tasks := v_ready_tasks || v_new_tasks;
+    v_t_wid := v_t_wid || v_new_t_wid;
+    v_t_idx := v_t_idx || v_new_t_idx;
+    v_t_id := v_t_id || v_new_t_id;
+    v_t_tpl := v_t_tpl || v_new_t_tpl;
     v_ready_other_w := v_ready_other_w || v_new_other_w;
     v_ready_other_i := v_ready_other_i || v_new_other_i;
   END LOOP;
 
-  -- The READY task nodes: inputs resolved (resolveRefs of src/workflow/wiring.ts, kinds result and outcome),
-  -- then linked and inserted in one statement (WorkflowNodeEnqueue).
+  -- The enqueued task nodes: inputs resolved (resolveRefs of src/workflow/wiring.ts, kinds result and outcome),
+  -- then their tasks inserted in one statement.
   v_enq_wid := '{}';
   v_enq_n := '{}';
   v_enq_started := '{}';
-  IF cardinality(v_ready_tasks) > 0 THEN
-    v_e_wid := '{}';
-    v_e_idx := '{}';
-    v_e_ids := '{}';
+  IF cardinality(v_t_id) > 0 THEN
     v_e_kwargs := '{}';
-    v_ms := floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint;
-    v_hex := lpad(to_hex(v_ms), 12, '0');
-    v_k := 0;
-    FOR r IN
-      SELECT n.workflow_id, n.node_index, n.input_template FROM {{schema}}.horsies_workflow_tasks n
-      WHERE n.node_key = ANY (v_ready_tasks) AND n.status || '' = 'READY'
-      ORDER BY n.workflow_id, n.node_index
-    LOOP
-      v_value := coalesce(r.input_template -> 'static', 'null'::jsonb);
-      FOR v_ref IN
-        SELECT e.value FROM jsonb_array_elements(coalesce(r.input_template -> 'refs', '[]'::jsonb))
-          WITH ORDINALITY AS e(value, ord)
-        WHERE e.value ->> 'kind' IN ('result', 'outcome')
-        ORDER BY e.ord
-      LOOP
-        v_up_status := NULL;
-        v_up_result := NULL;
-        SELECT u.status, u.result INTO v_up_status, v_up_result FROM {{schema}}.horsies_workflow_tasks u
-        WHERE u.node_key = r.workflow_id || ':' || (v_ref ->> 'node');
-        IF v_ref ->> 'kind' = 'outcome' THEN
-          -- outcomeOf: the upstream's TaskResult.
-          v_resolved := CASE
-            WHEN v_up_status = 'COMPLETED' AND jsonb_typeof(v_up_result) = 'object' AND v_up_result ? 'ok'
-              THEN jsonb_build_object('ok', true, 'value', coalesce(v_up_result -> 'ok', 'null'::jsonb))
-            WHEN v_up_status = 'COMPLETED' THEN jsonb_build_object('ok', false, 'error', jsonb_build_object(
-              'code', 'RESULT_NOT_AVAILABLE', 'message', 'the node completed without a result'))
-            WHEN v_up_status IN ('FAILED', 'SKIPPED') THEN jsonb_build_object('ok', false, 'error', coalesce(
-              nullif(v_up_result -> 'err', 'null'::jsonb),
-              jsonb_build_object('code', 'RESULT_NOT_AVAILABLE', 'message', 'the node ended ' || v_up_status)))
-            ELSE jsonb_build_object('ok', false, 'error', jsonb_build_object(
-              'code', 'RESULT_NOT_AVAILABLE', 'message', 'the node has not finished'))
-          END;
-        ELSIF v_up_status = 'COMPLETED' THEN
-          -- readPath into the ok value: a missing step, or a step into a scalar, reads nothing (null).
-          v_resolved := v_up_result -> 'ok';
-          FOR v_step IN
-            SELECT e.value FROM jsonb_array_elements(coalesce(v_ref -> 'from', '[]'::jsonb))
-              WITH ORDINALITY AS e(value, ord)
-            ORDER BY e.ord
-          LOOP
-            EXIT WHEN v_resolved IS NULL;
-            v_resolved := CASE jsonb_typeof(v_resolved)
-              WHEN 'object' THEN v_resolved -> (v_step #>> '{}')
-              WHEN 'array' THEN CASE WHEN (v_step #>> '{}') ~ '^(0|[1-9][0-9]{0,8})$'
-                                     THEN v_resolved -> (v_step #>> '{}')::int END
+    FOR v_n IN 1 .. cardinality(v_t_id) LOOP
+      v_tpl := v_t_tpl[v_n];
+      v_value := coalesce(v_tpl -> 'static', 'null'::jsonb);
+      -- Most inputs read no upstream node: no query for them.
+      IF jsonb_array_length(coalesce(v_tpl -> 'refs', '[]'::jsonb)) > 0 THEN
+        FOR v_ref IN
+          SELECT e.value FROM jsonb_array_elements(coalesce(v_tpl -> 'refs', '[]'::jsonb))
+            WITH ORDINALITY AS e(value, ord)
+          WHERE e.value ->> 'kind' IN ('result', 'outcome')
+          ORDER BY e.ord
+        LOOP
+          v_up_status := NULL;
+          v_up_result := NULL;
+          SELECT u.status, u.result INTO v_up_status, v_up_result FROM {{schema}}.horsies_workflow_tasks u
+          WHERE u.node_key = v_t_wid[v_n] || ':' || (v_ref ->> 'node');
+          IF v_ref ->> 'kind' = 'outcome' THEN
+            -- outcomeOf: the upstream's TaskResult.
+            v_resolved := CASE
+              WHEN v_up_status = 'COMPLETED' AND jsonb_typeof(v_up_result) = 'object' AND v_up_result ? 'ok'
+                THEN jsonb_build_object('ok', true, 'value', coalesce(v_up_result -> 'ok', 'null'::jsonb))
+              WHEN v_up_status = 'COMPLETED' THEN jsonb_build_object('ok', false, 'error', jsonb_build_object(
+                'code', 'RESULT_NOT_AVAILABLE', 'message', 'the node completed without a result'))
+              WHEN v_up_status IN ('FAILED', 'SKIPPED') THEN jsonb_build_object('ok', false, 'error', coalesce(
+                nullif(v_up_result -> 'err', 'null'::jsonb),
+                jsonb_build_object('code', 'RESULT_NOT_AVAILABLE', 'message', 'the node ended ' || v_up_status)))
+              ELSE jsonb_build_object('ok', false, 'error', jsonb_build_object(
+                'code', 'RESULT_NOT_AVAILABLE', 'message', 'the node has not finished'))
             END;
-          END LOOP;
-        ELSE
-          v_resolved := NULL;
-        END IF;
-        v_resolved := coalesce(v_resolved, 'null'::jsonb);
-        -- writePath: containers made on the way (an array for an index step, else an object).
-        v_path := coalesce(v_ref -> 'to', '[]'::jsonb);
-        v_len := jsonb_array_length(v_path);
-        IF v_len = 0 THEN
-          v_value := v_resolved;
-        ELSE
-          v_chain := ARRAY[v_value];
-          FOR v_i IN 1 .. v_len - 1 LOOP
-            v_step := v_path -> (v_i - 1);
-            v_cont := CASE WHEN jsonb_typeof(v_chain[v_i]) IN ('object', 'array') THEN v_chain[v_i]
-                           WHEN jsonb_typeof(v_step) = 'number' THEN '[]'::jsonb ELSE '{}'::jsonb END;
-            v_chain := array_append(v_chain, coalesce(CASE jsonb_typeof(v_cont)
-              WHEN 'object' THEN v_cont -> (v_step #>> '{}')
-              ELSE CASE WHEN (v_step #>> '{}') ~ '^(0|[1-9][0-9]{0,8})$' THEN v_cont -> (v_step #>> '{}')::int END
-            END, 'null'::jsonb));
-          END LOOP;
-          FOR v_i IN REVERSE v_len .. 1 LOOP
-            v_step := v_path -> (v_i - 1);
-            v_cont := CASE WHEN jsonb_typeof(v_chain[v_i]) IN ('object', 'array') THEN v_chain[v_i]
-                           WHEN jsonb_typeof(v_step) = 'number' THEN '[]'::jsonb ELSE '{}'::jsonb END;
-            IF jsonb_typeof(v_cont) = 'object' THEN
-              v_resolved := v_cont || jsonb_build_object(v_step #>> '{}', v_resolved);
-            ELSIF (v_step #>> '{}') ~ '^(0|[1-9][0-9]{0,8})$' THEN
-              IF (v_step #>> '{}')::int < jsonb_array_length(v_cont) THEN
-                v_resolved := jsonb_set(v_cont, ARRAY[v_step #>> '{}'], v_resolved);
+          ELSIF v_up_status = 'COMPLETED' THEN
+            -- readPath into the ok value: a missing step, or a step into a scalar, reads nothing (null).
+            v_resolved := v_up_result -> 'ok';
+            FOR v_step IN
+              SELECT e.value FROM jsonb_array_elements(coalesce(v_ref -> 'from', '[]'::jsonb))
+                WITH ORDINALITY AS e(value, ord)
+              ORDER BY e.ord
+            LOOP
+              EXIT WHEN v_resolved IS NULL;
+              v_resolved := CASE jsonb_typeof(v_resolved)
+                WHEN 'object' THEN v_resolved -> (v_step #>> '{}')
+                WHEN 'array' THEN CASE WHEN (v_step #>> '{}') ~ '^(0|[1-9][0-9]{0,8})$'
+                                       THEN v_resolved -> (v_step #>> '{}')::int END
+              END;
+            END LOOP;
+          ELSE
+            v_resolved := NULL;
+          END IF;
+          v_resolved := coalesce(v_resolved, 'null'::jsonb);
+          -- writePath: containers made on the way (an array for an index step, else an object).
+          v_path := coalesce(v_ref -> 'to', '[]'::jsonb);
+          v_len := jsonb_array_length(v_path);
+          IF v_len = 0 THEN
+            v_value := v_resolved;
+          ELSE
+            v_chain := ARRAY[v_value];
+            FOR v_i IN 1 .. v_len - 1 LOOP
+              v_step := v_path -> (v_i - 1);
+              v_cont := CASE WHEN jsonb_typeof(v_chain[v_i]) IN ('object', 'array') THEN v_chain[v_i]
+                             WHEN jsonb_typeof(v_step) = 'number' THEN '[]'::jsonb ELSE '{}'::jsonb END;
+              v_chain := array_append(v_chain, coalesce(CASE jsonb_typeof(v_cont)
+                WHEN 'object' THEN v_cont -> (v_step #>> '{}')
+                ELSE CASE WHEN (v_step #>> '{}') ~ '^(0|[1-9][0-9]{0,8})$' THEN v_cont -> (v_step #>> '{}')::int END
+              END, 'null'::jsonb));
+            END LOOP;
+            FOR v_i IN REVERSE v_len .. 1 LOOP
+              v_step := v_path -> (v_i - 1);
+              v_cont := CASE WHEN jsonb_typeof(v_chain[v_i]) IN ('object', 'array') THEN v_chain[v_i]
+                             WHEN jsonb_typeof(v_step) = 'number' THEN '[]'::jsonb ELSE '{}'::jsonb END;
+              IF jsonb_typeof(v_cont) = 'object' THEN
+                v_resolved := v_cont || jsonb_build_object(v_step #>> '{}', v_resolved);
+              ELSIF (v_step #>> '{}') ~ '^(0|[1-9][0-9]{0,8})$' THEN
+                IF (v_step #>> '{}')::int < jsonb_array_length(v_cont) THEN
+                  v_resolved := jsonb_set(v_cont, ARRAY[v_step #>> '{}'], v_resolved);
+                ELSE
+                  -- Past the end: the holes between are nulls, as JSON writes a sparse array.
+                  v_resolved := v_cont
+                    || (SELECT coalesce(jsonb_agg('null'::jsonb), '[]'::jsonb)
+                        FROM generate_series(1, (v_step #>> '{}')::int - jsonb_array_length(v_cont)))
+                    || jsonb_build_array(v_resolved);
+                END IF;
               ELSE
-                -- Past the end: the holes between are nulls, as JSON writes a sparse array.
-                v_resolved := v_cont
-                  || (SELECT coalesce(jsonb_agg('null'::jsonb), '[]'::jsonb)
-                      FROM generate_series(1, (v_step #>> '{}')::int - jsonb_array_length(v_cont)))
-                  || jsonb_build_array(v_resolved);
+                -- A named property of an array: JSON keeps none.
+                v_resolved := v_cont;
               END IF;
-            ELSE
-              -- A named property of an array: JSON keeps none.
-              v_resolved := v_cont;
-            END IF;
-          END LOOP;
-          v_value := v_resolved;
-        END IF;
-      END LOOP;
-      -- A version 7 UUID: the time in ms, then a counter within this call, then random bits.
-      v_rand := replace(gen_random_uuid()::text, '-', '');
-      -- Element assignment grows the arrays in place (an append would copy them: quadratic on a wide fan-out).
-      v_k := v_k + 1;
-      v_e_wid[v_k] := r.workflow_id;
-      v_e_idx[v_k] := r.node_index;
-      v_e_ids[v_k] := substr(v_hex, 1, 8) || '-' || substr(v_hex, 9, 4) || '-7'
-        || lpad(to_hex(v_k % 4096), 3, '0') || '-' || substr(v_rand, 17, 4) || '-' || substr(v_rand, 21, 12);
-      v_e_kwargs[v_k] := v_value;
+            END LOOP;
+            v_value := v_resolved;
+          END IF;
+        END LOOP;
+      END IF;
+      -- Element assignment grows the array in place (an append would copy it: quadratic on a wide fan-out).
+      v_e_kwargs[v_n] := v_value;
     END LOOP;
-    WITH input AS (
-      SELECT * FROM unnest(v_e_wid, v_e_idx, v_e_ids, v_e_kwargs) AS i(wid, node_index, task_id, kwargs)
-    ), linked AS (
-      UPDATE {{schema}}.horsies_workflow_tasks n
-      SET status = 'ENQUEUED', task_id = i.task_id, enqueued_at = now(), updated_at = now()
-      FROM input i
-      WHERE n.node_key = i.wid || ':' || i.node_index AND n.status || '' = 'READY' AND n.subworkflow IS NULL
-        AND n.wait_kind IS NULL
-      RETURNING n.workflow_id, n.node_index, n.node_id, n.task_id, n.task_name, n.queue_name, n.priority,
-                n.max_retries, n.task_options, n.good_until, i.kwargs
+    WITH linked AS (
+      SELECT n.workflow_id, n.node_index, n.node_id, i.task_id, n.task_name, n.queue_name, n.priority,
+             n.max_retries, n.task_options, n.good_until, i.kwargs
+      FROM unnest(v_t_wid, v_t_idx, v_t_id, v_e_kwargs) AS i(wid, node_index, task_id, kwargs)
+      JOIN {{schema}}.horsies_workflow_tasks n ON n.node_key = i.wid || ':' || i.node_index
     ), eager AS (
       -- The tasks started for the calling worker: the first of those it may take, in claim order.
       SELECT e.task_id FROM (
