@@ -558,7 +558,7 @@ export const TaskFinishHeld = statement<
 export const FINISH_FENCED = 'HR001';
 
 /** Task ids as task_done notification payloads: comma-separated, as many per notification as fit. */
-function doneChunks(ids: readonly string[]): string[] {
+export function doneChunks(ids: readonly string[]): string[] {
   const chunks: string[] = [];
   let chunk = '';
   for (const id of ids) {

@@ -4,7 +4,8 @@
  * workflow before nodes before tasks, everywhere.
  */
 import { statement } from './sql.js';
-import type { ClaimAndStartRow, TraceCarrier, WorkerIdentity } from './tasks.js';
+import { doneChunks } from './tasks.js';
+import type { ClaimAndStartRow, DoneNotice, TraceCarrier, WorkerIdentity } from './tasks.js';
 
 /** Workflow statuses, as stored (the table's CHECK). */
 export const WORKFLOW_STATUSES = [
@@ -292,7 +293,9 @@ export function startedRows(rows: readonly WorkflowStepRow[]): ClaimAndStartRow[
  * The workflow step of many workflows in one round trip (routines/horsies_workflow_step.sql): each workflow
  * locked (in id order), its named nodes settled, the dependents evaluated with the skip cascade, the READY task
  * nodes enqueued with their inputs resolved, and the workflow advanced or finished (notified on `channel`). With
- * `waitForFlush` false the commit does not wait for the WAL flush (see {@link WorkflowLock}).
+ * `waitForFlush` false the commit does not wait for the WAL flush (see {@link WorkflowLock}). With `notify` (only
+ * then: see `claimAndStartSql`), the step also sends task_done notifications of outcomes written earlier, at its
+ * commit, as a claim does: the step that follows a finish carries that finish's notifications.
  */
 export const WorkflowStepMany = statement<
   {
@@ -300,12 +303,14 @@ export const WorkflowStepMany = statement<
     channel: string;
     waitForFlush: boolean;
     eager: StepSlots | null;
+    notify?: DoneNotice;
   },
   WorkflowStepRow
 >(
   'WorkflowStepMany',
-  `SELECT * FROM {{schema}}.horsies_workflow_step($1::text[], $2::int[], $3::text, $4::bool, $5::jsonb)`,
-  ({ steps, channel, waitForFlush, eager }) => {
+  `WITH done AS (SELECT count(pg_notify($6, chunk)) FROM unnest($7::text[]) AS chunk)
+   SELECT s.* FROM done, {{schema}}.horsies_workflow_step($1::text[], $2::int[], $3::text, $4::bool, $5::jsonb) s`,
+  ({ steps, channel, waitForFlush, eager, notify }) => {
     // One entry per node; a workflow named without nodes is one entry with a null node.
     const pairs = steps.flatMap((s): [string, number | null][] =>
       s.nodes.length === 0 ? [[s.workflowId, null]] : s.nodes.map((n) => [s.workflowId, n]),
@@ -323,7 +328,15 @@ export const WorkflowStepMany = statement<
             process_name: eager.worker.processName,
             lease_ms: eager.leaseMs,
           });
-    return [pairs.map((p) => p[0]), pairs.map((p) => p[1]), channel, waitForFlush, slots];
+    return [
+      pairs.map((p) => p[0]),
+      pairs.map((p) => p[1]),
+      channel,
+      waitForFlush,
+      slots,
+      notify?.channel ?? null,
+      notify ? doneChunks(notify.ids) : [],
+    ];
   },
 );
 

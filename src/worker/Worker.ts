@@ -77,6 +77,10 @@ export class Worker extends EventEmitter<WorkerEvents> {
         reserve: () => (this.state === 'running' ? this.parts.producer.reserveForStep() : null),
         started: (slots, rows) => this.parts.producer.stepStarted(slots, rows),
       },
+      {
+        take: () => this.parts.notices.take(),
+        giveBack: (notice) => this.parts.notices.giveBack(notice),
+      },
     );
     this.finishHooks = [(written) => this.workflows.add(written)];
     this.parts = assemble(host, this.config, this.logger, {

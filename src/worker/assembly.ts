@@ -51,6 +51,8 @@ export interface WorkerParts {
   leader: MaintenanceLeader;
   /** Also among `services`; retired (its snapshots deleted) at the end of a clean stop. */
   reporter: StateReporter;
+  /** task_done notifications of written outcomes, for the next claim or step to carry. */
+  notices: DoneNotices;
   pool: ThreadPool | null;
   /** Started in order once the worker listens; stopped after the drain. */
   services: WorkerService[];
@@ -152,6 +154,7 @@ export function assemble(
     listener,
     leader,
     reporter,
+    notices,
     pool,
     services: [producer, heartbeater, cancels, reporter, ...(cfg.maintenance ? [leader] : []), transactions],
   };

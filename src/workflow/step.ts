@@ -36,7 +36,7 @@ import { v7 as uuidv7 } from 'uuid';
 import type { Database, Queryable } from '../db/Database.js';
 import { isTransientDatabaseError } from '../db/Database.js';
 import { channels } from '../db/Listener.js';
-import type { ClaimAndStartRow, EndedTaskRow } from '../db/tasks.js';
+import type { ClaimAndStartRow, DoneNotice, EndedTaskRow } from '../db/tasks.js';
 import {
   WorkflowAdvance,
   WorkflowFinish,
@@ -189,12 +189,14 @@ export function stepOnServer(
   batch: ReadonlyMap<string, number[]>,
   waitForFlush: boolean,
   eager: StepSlots | null = null,
+  notify?: DoneNotice,
 ): Promise<WorkflowStepRow[]> {
   return db.run(WorkflowStepMany, {
     steps: [...batch].map(([workflowId, nodes]) => ({ workflowId, nodes })),
     channel: channels.workflowDone(db.schema),
     waitForFlush,
     eager,
+    notify,
   });
 }
 
@@ -204,6 +206,17 @@ export interface EagerStarts {
   reserve(): StepSlots | null;
   /** The step returned (or failed, with no rows): runs what it started; the slots it left are free again. */
   started(slots: StepSlots, rows: ClaimAndStartRow[]): void;
+}
+
+/**
+ * The worker's task_done notifications of written outcomes, which a step carries to its commit as a claim does:
+ * after a finish, the step is the worker's next statement (a chain's next task is started by it, not claimed).
+ */
+export interface CarriedNotices {
+  /** Takes what is queued; undefined when nothing is. */
+  take(): DoneNotice | undefined;
+  /** Notifications taken by a step that failed: sent on their own. */
+  giveBack(notice: DoneNotice): void;
 }
 
 /**
@@ -268,6 +281,7 @@ export class WorkflowStepper {
     private readonly onError: (workflowId: string, error: unknown) => void,
     private readonly children?: ChildWorkflows,
     private readonly eager: EagerStarts | null = null,
+    private readonly notices: CarriedNotices | null = null,
     private readonly lanes = 4,
     private readonly batchSize = 64,
   ) {}
@@ -319,9 +333,11 @@ export class WorkflowStepper {
     const options = { children: this.children, waitForFlush: false };
     let rows: WorkflowStepRow[];
     const slots = this.eager?.reserve() ?? null;
+    const notify = this.notices?.take();
     try {
-      rows = await withRetries(() => stepOnServer(this.db, batch, false, slots));
+      rows = await withRetries(() => stepOnServer(this.db, batch, false, slots, notify));
     } catch (error) {
+      if (notify) this.notices?.giveBack(notify);
       if (slots) this.eager?.started(slots, []);
       for (const id of batch.keys()) this.onError(id, error);
       return;

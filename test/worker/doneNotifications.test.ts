@@ -7,10 +7,13 @@
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { channels } from '../../src/db/Listener.js';
+import type { Statement } from '../../src/db/sql.js';
 import { TaskClaimAndStart, TaskFinishMany } from '../../src/db/tasks.js';
 import type { TaskFinish } from '../../src/db/tasks.js';
 import { DoneNotices } from '../../src/worker/DoneNotices.js';
 import { createWorker } from '../../src/worker/Worker.js';
+import { workflow } from '../../src/workflow/WorkflowDefinition.js';
+import { stepOnServer } from '../../src/workflow/step.js';
 import { eventually, useTestSchema } from '../support/db.js';
 import { listenTo } from '../support/notifications.js';
 
@@ -125,6 +128,62 @@ describe('task_done', () => {
       expect(idsOf(listening.received)).toEqual(['carried-1', 'carried-2', 'alone-1', 'back-1']);
       expect(failures).toEqual([]);
     } finally {
+      await listening.end();
+    }
+  });
+
+  it('ride on a workflow step, which delivers them at its commit', async () => {
+    const app = t.app();
+    const notices = new DoneNotices(app.db, 60_000, { onFailed: () => undefined });
+    const listening = await listenTo([channels.taskDone(t.schema)]);
+    try {
+      notices.add(['stepped-1', 'stepped-2']);
+      // A step of a workflow that does not exist changes nothing, and still commits the notifications it carries.
+      const rows = await stepOnServer(
+        app.db,
+        new Map([['no-such-workflow', [0]]]),
+        false,
+        null,
+        notices.take(),
+      );
+      expect(rows).toMatchObject([{ workflow_id: 'no-such-workflow', status: null, settled: 0 }]);
+      await listening.settled();
+      expect(idsOf(listening.received)).toEqual(['stepped-1', 'stepped-2']);
+    } finally {
+      await listening.end();
+    }
+  });
+
+  it("reach listeners from a chain's steps, with no statement of their own", async () => {
+    const app = t.app();
+    const add = app.task({
+      name: 'done.chain',
+      input: z.object({ n: z.number() }),
+      handler: ({ n }) => n + 1,
+    });
+    const sent = new Map<string, number>();
+    const run = app.db.run.bind(app.db);
+    app.db.run = (<P, R>(stmt: Statement<P, R>, params: P, on?: Parameters<typeof run>[2]) => {
+      sent.set(stmt.name, (sent.get(stmt.name) ?? 0) + 1);
+      return run(stmt, params, on);
+    }) as typeof app.db.run;
+    const listening = await listenTo([channels.taskDone(t.schema)]);
+    const worker = createWorker(app, { concurrency: 2, maintenance: false });
+    await worker.start();
+    try {
+      const wf = workflow(app, 'done.chain');
+      let last = wf.node(add, { input: { n: 0 } });
+      for (let i = 1; i < 5; i += 1) last = wf.node(add, { input: { n: last.result } });
+      const handle = await wf.build({ output: last }).start();
+      expect(await handle.result({ timeoutMs: 10_000 })).toEqual({ ok: true, value: 5 });
+      // Each outcome is followed by its workflow's step, which takes its notification along.
+      expect(sent.get('WorkflowStepMany')).toBe(5);
+      expect(sent.get('TaskDoneNotify')).toBeUndefined();
+      const ids = (await handle.nodes()).map((n) => n.taskId);
+      await listening.settled();
+      expect(idsOf(listening.received).sort()).toEqual([...ids].sort());
+    } finally {
+      await worker.stop();
       await listening.end();
     }
   });
