@@ -2169,7 +2169,8 @@ BEGIN
     FROM (SELECT DISTINCT i.wid FROM unnest(p_workflow_ids) AS i(wid)) b
     LEFT JOIN {{schema}}.horsies_workflows x ON x.id = b.wid
   )
-  SELECT coalesce(array_agg(b.wid ORDER BY b.wid), '{}'), coalesce(array_agg(b.status ORDER BY b.wid), '{}'),
+  SELECT coalesce(array_agg(b.wid ORDER BY b.wid), '{}'),
+         coalesce(array_agg(b.status ORDER BY b.wid), '{}'),
          coalesce(array_agg(b.fallback ORDER BY b.wid), '{}'),
          coalesce(array_agg(b.wid ORDER BY b.wid) FILTER (WHERE b.status = 'CANCELLED'), '{}'),
          ARRAY(SELECT DISTINCT i.wid || ':' || i.node FROM unnest(p_workflow_ids, p_nodes) AS i(wid, node)
@@ -2191,7 +2192,8 @@ BEGIN
     GROUP BY 1
   )
   SELECT (SELECT coalesce(array_agg(s.workflow_id), '{}') FROM settled_nodes s),
-         coalesce(array_agg(b.node_key ORDER BY b.node_key), '{}'), coalesce(array_agg(b.c ORDER BY b.node_key), '{}'),
+         coalesce(array_agg(b.node_key ORDER BY b.node_key), '{}'),
+         coalesce(array_agg(b.c ORDER BY b.node_key), '{}'),
          coalesce(array_agg(b.f ORDER BY b.node_key), '{}')
   INTO v_terminal, v_b_keys, v_b_c, v_b_f
   FROM bumps b;
@@ -2215,17 +2217,22 @@ BEGIN
       WHERE v.changed AND v.status = 'SKIPPED'
       GROUP BY 1
     )
-    SELECT (SELECT coalesce(array_agg(v.workflow_id), '{}') FROM evaluated v WHERE v.changed AND v.status = 'SKIPPED'),
-           (SELECT coalesce(array_agg(v.workflow_id ORDER BY v.task_id), '{}') FROM evaluated v WHERE v.task_id IS NOT NULL),
-           (SELECT coalesce(array_agg(v.node_index ORDER BY v.task_id), '{}') FROM evaluated v WHERE v.task_id IS NOT NULL),
-           (SELECT coalesce(array_agg(v.task_id ORDER BY v.task_id), '{}') FROM evaluated v WHERE v.task_id IS NOT NULL),
+    SELECT (SELECT coalesce(array_agg(v.workflow_id), '{}') FROM evaluated v
+            WHERE v.changed AND v.status = 'SKIPPED'),
+           (SELECT coalesce(array_agg(v.workflow_id ORDER BY v.task_id), '{}') FROM evaluated v
+            WHERE v.task_id IS NOT NULL),
+           (SELECT coalesce(array_agg(v.node_index ORDER BY v.task_id), '{}') FROM evaluated v
+            WHERE v.task_id IS NOT NULL),
+           (SELECT coalesce(array_agg(v.task_id ORDER BY v.task_id), '{}') FROM evaluated v
+            WHERE v.task_id IS NOT NULL),
            (SELECT coalesce(array_agg(v.input_template ORDER BY v.task_id), '{}') FROM evaluated v
             WHERE v.task_id IS NOT NULL),
            (SELECT coalesce(array_agg(v.workflow_id ORDER BY v.workflow_id, v.node_index), '{}') FROM evaluated v
             WHERE v.changed AND v.status = 'READY'),
            (SELECT coalesce(array_agg(v.node_index ORDER BY v.workflow_id, v.node_index), '{}') FROM evaluated v
             WHERE v.changed AND v.status = 'READY'),
-           coalesce(array_agg(x.node_key ORDER BY x.node_key), '{}'), coalesce(array_agg(x.s ORDER BY x.node_key), '{}')
+           coalesce(array_agg(x.node_key ORDER BY x.node_key), '{}'),
+           coalesce(array_agg(x.s ORDER BY x.node_key), '{}')
     INTO v_skipped, v_new_t_wid, v_new_t_idx, v_new_t_id, v_new_t_tpl, v_new_other_w, v_new_other_i, v_b_keys,
          v_b_s
     FROM next_bumps x;
