@@ -114,6 +114,9 @@ export class WorkflowBuilder<S extends StandardSchemaV1 | undefined> {
   /** The start parameters, as a reference. */
   readonly params: Ref<ParamsOf<S>>;
   private readonly nodes: AnyNode[] = [];
+  /** The ids of `nodes`, and per name the next suffix to try: a node without an id of its own is named in O(1). */
+  private readonly ids = new Set<string>();
+  private readonly suffixes = new Map<string, number>();
   private built = false;
 
   /** @internal */
@@ -192,11 +195,17 @@ export class WorkflowBuilder<S extends StandardSchemaV1 | undefined> {
     make: (index: number, id: string) => N,
   ): N {
     if (this.built) throw new Error(`workflow "${this.name}" is already built; add nodes before build()`);
-    const taken = new Set(this.nodes.map((n) => n.id));
     let id = given ?? name;
-    for (let n = 2; given === undefined && taken.has(id); n += 1) id = `${name}#${n}`;
+    if (given === undefined && this.ids.has(id)) {
+      // Every suffix below the one remembered is taken, and ids are never given back.
+      let n = this.suffixes.get(name) ?? 2;
+      while (this.ids.has(`${name}#${n}`)) n += 1;
+      id = `${name}#${n}`;
+      this.suffixes.set(name, n + 1);
+    }
     const node = make(this.nodes.length, id);
     this.nodes.push(node);
+    this.ids.add(node.id);
     return node;
   }
 

@@ -212,6 +212,30 @@ describe('the compiled shape', () => {
       ['d', [0, 1, 2], []],
     ]);
   });
+
+  it('names a node without an id after its task, numbered past every id already taken, given ones included', () => {
+    const wf = workflow(app, 'names');
+    const ids = [
+      wf.node(double, { input: { n: 1 } }),
+      wf.node(double, { input: { n: 2 }, id: 'double#2' }),
+      wf.node(double, { input: { n: 3 } }),
+      wf.node(square, { input: 4 }),
+      wf.node(double, { input: { n: 5 }, id: 'double#5' }),
+      wf.node(double, { input: { n: 6 } }),
+      wf.node(double, { input: { n: 7 } }),
+      wf.node(square, { input: 8 }),
+    ].map((n) => n.id);
+    expect(ids).toEqual([
+      'double',
+      'double#2',
+      'double#3',
+      'square',
+      'double#5',
+      'double#4',
+      'double#6',
+      'square#2',
+    ]);
+  });
 });
 
 describe('cycles', () => {
