@@ -2217,25 +2217,28 @@ BEGIN
       WHERE v.changed AND v.status = 'SKIPPED'
       GROUP BY 1
     )
-    SELECT (SELECT coalesce(array_agg(v.workflow_id), '{}') FROM evaluated v
-            WHERE v.changed AND v.status = 'SKIPPED'),
-           (SELECT coalesce(array_agg(v.workflow_id ORDER BY v.task_id), '{}') FROM evaluated v
-            WHERE v.task_id IS NOT NULL),
-           (SELECT coalesce(array_agg(v.node_index ORDER BY v.task_id), '{}') FROM evaluated v
-            WHERE v.task_id IS NOT NULL),
-           (SELECT coalesce(array_agg(v.task_id ORDER BY v.task_id), '{}') FROM evaluated v
-            WHERE v.task_id IS NOT NULL),
-           (SELECT coalesce(array_agg(v.input_template ORDER BY v.task_id), '{}') FROM evaluated v
-            WHERE v.task_id IS NOT NULL),
-           (SELECT coalesce(array_agg(v.workflow_id ORDER BY v.workflow_id, v.node_index), '{}') FROM evaluated v
-            WHERE v.changed AND v.status = 'READY'),
-           (SELECT coalesce(array_agg(v.node_index ORDER BY v.workflow_id, v.node_index), '{}') FROM evaluated v
-            WHERE v.changed AND v.status = 'READY'),
-           coalesce(array_agg(x.node_key ORDER BY x.node_key), '{}'),
-           coalesce(array_agg(x.s ORDER BY x.node_key), '{}')
+    -- One pass over the evaluated nodes (the skipped, the task nodes enqueued, the other nodes made READY), one over
+    -- the bumps their skips make.
+    SELECT e.skipped, e.t_wid, e.t_idx, e.t_id, e.t_tpl, e.other_w, e.other_i, b.keys, b.s
     INTO v_skipped, v_new_t_wid, v_new_t_idx, v_new_t_id, v_new_t_tpl, v_new_other_w, v_new_other_i, v_b_keys,
          v_b_s
-    FROM next_bumps x;
+    FROM (
+      SELECT coalesce(array_agg(v.workflow_id) FILTER (WHERE v.changed AND v.status = 'SKIPPED'), '{}') AS skipped,
+             coalesce(array_agg(v.workflow_id ORDER BY v.task_id) FILTER (WHERE v.task_id IS NOT NULL), '{}') AS t_wid,
+             coalesce(array_agg(v.node_index ORDER BY v.task_id) FILTER (WHERE v.task_id IS NOT NULL), '{}') AS t_idx,
+             coalesce(array_agg(v.task_id ORDER BY v.task_id) FILTER (WHERE v.task_id IS NOT NULL), '{}') AS t_id,
+             coalesce(array_agg(v.input_template ORDER BY v.task_id) FILTER (WHERE v.task_id IS NOT NULL), '{}')
+               AS t_tpl,
+             coalesce(array_agg(v.workflow_id ORDER BY v.workflow_id, v.node_index)
+                        FILTER (WHERE v.changed AND v.status = 'READY'), '{}') AS other_w,
+             coalesce(array_agg(v.node_index ORDER BY v.workflow_id, v.node_index)
+                        FILTER (WHERE v.changed AND v.status = 'READY'), '{}') AS other_i
+      FROM evaluated v
+    ) e, (
+      SELECT coalesce(array_agg(x.node_key ORDER BY x.node_key), '{}') AS keys,
+             coalesce(array_agg(x.s ORDER BY x.node_key), '{}') AS s
+      FROM next_bumps x
+    ) b;
     v_b_c := array_fill(0, ARRAY[cardinality(v_b_keys)]);
     v_b_f := v_b_c;
     v_terminal := v_terminal || v_skipped;

@@ -362,7 +362,7 @@ export type ClaimAndStartParams = ClaimParams & {
  * holds the notification lock for a moment only.
  */
 export function claimAndStartSql(limit: string, room?: string): string {
-  const done = `WITH done AS (SELECT count(pg_notify($11, chunk)) FROM unnest($12::text[]) AS chunk)`;
+  const done = doneNotifySql('$11', '$12');
   const claim = (n: string): string =>
     `{{schema}}.horsies_claim_and_start($1, $2::text[], ${n}, $4, $5, $6, $7, $8, $9, $10)`;
   if (room === undefined) return `${done}\n   SELECT c.* FROM done, ${claim(limit)} c`;
@@ -556,6 +556,14 @@ export const TaskFinishHeld = statement<
 
 /** The SQLSTATE of {@link TaskFinishHeld} when its fence finds nothing: the claim is lost or a cancel stands. */
 export const FINISH_FENCED = 'HR001';
+
+/**
+ * A `done` CTE (one row) that sends task_done notifications: on channel `channel`, the payloads of parameter `ids`
+ * ({@link doneChunks}). A statement that joins it delivers them at its commit.
+ */
+export function doneNotifySql(channel: string, ids: string): string {
+  return `WITH done AS (SELECT count(pg_notify(${channel}, chunk)) FROM unnest(${ids}::text[]) AS chunk)`;
+}
 
 /** Task ids as task_done notification payloads: comma-separated, as many per notification as fit. */
 export function doneChunks(ids: readonly string[]): string[] {

@@ -4,7 +4,7 @@
  * workflow before nodes before tasks, everywhere.
  */
 import { statement } from './sql.js';
-import { doneChunks } from './tasks.js';
+import { doneChunks, doneNotifySql } from './tasks.js';
 import type { ClaimAndStartRow, DoneNotice, TraceCarrier, WorkerIdentity } from './tasks.js';
 
 /** Workflow statuses, as stored (the table's CHECK). */
@@ -308,7 +308,7 @@ export const WorkflowStepMany = statement<
   WorkflowStepRow
 >(
   'WorkflowStepMany',
-  `WITH done AS (SELECT count(pg_notify($6, chunk)) FROM unnest($7::text[]) AS chunk)
+  `${doneNotifySql('$6', '$7')}
    SELECT s.* FROM done, {{schema}}.horsies_workflow_step($1::text[], $2::int[], $3::text, $4::bool, $5::jsonb) s`,
   ({ steps, channel, waitForFlush, eager, notify }) => {
     // One entry per node; a workflow named without nodes is one entry with a null node.
