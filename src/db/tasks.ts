@@ -464,6 +464,8 @@ export interface TaskFinish {
   retryDelayMs: number;
   /** The worker died during the attempt (the reaper's verdict): the attempt row's outcome is WORKER_FAILURE. */
   crashed: boolean;
+  /** The workflow the task runs for, when the finisher knows it (a worker's finish can then step it at once). */
+  workflowId?: string | null;
 }
 
 /** What a finish turned into: the status written (a RETRY past `good_until` becomes FAILED). */
@@ -473,6 +475,8 @@ export interface TaskFinishRow {
   /** The workflow and node the task runs for, or null for a plain task. */
   workflow_id: string | null;
   workflow_node: number | null;
+  /** Its workflow node was stepped in the finish's own transaction (see `TaskFinishStep`): no step follows. */
+  stepped?: boolean;
 }
 
 /**
@@ -512,28 +516,46 @@ export const TaskFinishMany = statement<
   // of one outcome was planned anew at every call (1.5 ms of planning for 0.7 ms of execution).
   `SELECT * FROM {{schema}}.horsies_finish_tasks($1::text[], $2::text[], $3::int[], $4::text[], $5::jsonb[],
      $6::text[], $7::text[], $8::text[], $9::int[], $10::bool[], $11::bool, $12::bool, $13::uuid[])`,
-  ({ tasks: given, unlessCancelRequested, notifyLater }) => {
-    // Rows are locked in input order: in id order, as a workflow cancel locks them, so that the two never wait
-    // on each other in a cycle.
-    const tasks = [...given].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+  ({ tasks, unlessCancelRequested, notifyLater }) => {
+    const c = finishColumns(tasks);
     return [
-      tasks.map((t) => t.id),
-      tasks.map((t) => t.workerId),
+      c.ids,
+      c.workerIds,
       // The generations are for the workers of 0.1, which pass no tokens.
       null,
-      tasks.map((t) => t.status),
-      tasks.map((t) => t.result),
-      tasks.map((t) => t.errorCode),
-      tasks.map((t) => t.errorMessage),
-      tasks.map((t) => t.failedReason),
-      tasks.map((t) => t.retryDelayMs),
-      tasks.map((t) => t.crashed),
+      c.statuses,
+      c.results,
+      c.errorCodes,
+      c.errorMessages,
+      c.failedReasons,
+      c.retryDelaysMs,
+      c.crashed,
       unlessCancelRequested ?? false,
       notifyLater ?? false,
-      tasks.map((t) => t.token),
+      c.tokens,
     ];
   },
 );
+
+/**
+ * A batch of finishes as the columns of a finish routine, in id order: rows are locked in input order, in id order
+ * as a workflow cancel locks them, so that the two never wait on each other in a cycle.
+ */
+export function finishColumns(given: readonly TaskFinish[]) {
+  const tasks = [...given].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+  return {
+    ids: tasks.map((t) => t.id),
+    workerIds: tasks.map((t) => t.workerId),
+    statuses: tasks.map((t) => t.status),
+    results: tasks.map((t) => t.result),
+    errorCodes: tasks.map((t) => t.errorCode),
+    errorMessages: tasks.map((t) => t.errorMessage),
+    failedReasons: tasks.map((t) => t.failedReason),
+    retryDelaysMs: tasks.map((t) => t.retryDelayMs),
+    crashed: tasks.map((t) => t.crashed),
+    tokens: tasks.map((t) => t.token),
+  };
+}
 
 /**
  * The finish of one task inside its handler's transaction (`ctx.transaction`), sent with the COMMIT right behind

@@ -4,8 +4,15 @@
  * workflow before nodes before tasks, everywhere.
  */
 import { statement } from './sql.js';
-import { doneChunks, doneNotifySql } from './tasks.js';
-import type { ClaimAndStartRow, DoneNotice, TraceCarrier, WorkerIdentity } from './tasks.js';
+import { doneChunks, doneNotifySql, finishColumns } from './tasks.js';
+import type {
+  ClaimAndStartRow,
+  DoneNotice,
+  TaskFinish,
+  TaskFinishRow,
+  TraceCarrier,
+  WorkerIdentity,
+} from './tasks.js';
 
 /** Workflow statuses, as stored (the table's CHECK). */
 export const WORKFLOW_STATUSES = [
@@ -315,27 +322,67 @@ export const WorkflowStepMany = statement<
     const pairs = steps.flatMap((s): [string, number | null][] =>
       s.nodes.length === 0 ? [[s.workflowId, null]] : s.nodes.map((n) => [s.workflowId, n]),
     );
-    const slots =
-      eager === null
-        ? null
-        : JSON.stringify({
-            slots: eager.slots,
-            queues: eager.queues,
-            task_names: eager.taskNames,
-            worker_id: eager.worker.workerId,
-            hostname: eager.worker.hostname,
-            pid: eager.worker.pid,
-            process_name: eager.worker.processName,
-            lease_ms: eager.leaseMs,
-          });
     return [
       pairs.map((p) => p[0]),
       pairs.map((p) => p[1]),
       channel,
       waitForFlush,
-      slots,
+      slotsJson(eager),
       notify?.channel ?? null,
       notify ? doneChunks(notify.ids) : [],
+    ];
+  },
+);
+
+/** A step's slots as the routine reads them (`p_eager`). */
+function slotsJson(eager: StepSlots | null): string | null {
+  return eager === null
+    ? null
+    : JSON.stringify({
+        slots: eager.slots,
+        queues: eager.queues,
+        task_names: eager.taskNames,
+        worker_id: eager.worker.workerId,
+        hostname: eager.worker.hostname,
+        pid: eager.worker.pid,
+        process_name: eager.worker.processName,
+        lease_ms: eager.leaseMs,
+      });
+}
+
+/** A row of {@link TaskFinishStep}: a written outcome (`step` null) or a stepped workflow (`id` null). */
+export interface TaskFinishStepRow extends TaskFinishRow {
+  step: WorkflowStepRow | null;
+}
+
+/**
+ * A worker's batch of outcomes written with the step of their workflows in the same transaction
+ * (routines/horsies_finish_and_step.sql): the workflows locked first, the outcomes written as
+ * {@link TaskFinishMany} writes them (their task_done notifications left to the caller), then the nodes of the
+ * tasks that ended stepped as {@link WorkflowStepMany} steps them, with `eager`. The commit waits for the WAL flush.
+ */
+export const TaskFinishStep = statement<
+  { tasks: TaskFinish[]; channel: string; eager: StepSlots | null },
+  TaskFinishStepRow
+>(
+  'TaskFinishStep',
+  `SELECT * FROM {{schema}}.horsies_finish_and_step($1::text[], $2::text[], $3::text[], $4::jsonb[], $5::text[],
+     $6::text[], $7::text[], $8::int[], $9::bool[], $10::uuid[], $11::text, $12::jsonb)`,
+  ({ tasks, channel, eager }) => {
+    const c = finishColumns(tasks);
+    return [
+      c.ids,
+      c.workerIds,
+      c.statuses,
+      c.results,
+      c.errorCodes,
+      c.errorMessages,
+      c.failedReasons,
+      c.retryDelaysMs,
+      c.crashed,
+      c.tokens,
+      channel,
+      slotsJson(eager),
     ];
   },
 );

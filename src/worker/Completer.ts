@@ -56,6 +56,11 @@ export class Completer {
     private readonly notices: DoneNotices,
     /** Finishes queued behind the write in flight that start a second write beside it; null: never. */
     private readonly besideAt: number | null = null,
+    /**
+     * Writes a batch that ends workflow tasks with their workflows' step, in one transaction (the rows of stepped
+     * nodes marked `stepped`); null: such a batch is written as any other and stepped after.
+     */
+    private readonly withStep: ((finishes: TaskFinish[]) => Promise<TaskFinishRow[]>) | null = null,
   ) {}
 
   /** Number of finishes not yet written. */
@@ -168,7 +173,10 @@ export class Completer {
   private async write(batch: TaskFinish[]): Promise<CompleterResult> {
     for (let failures = 0; ; failures += 1) {
       try {
-        const rows = await this.db.run(TaskFinishMany, { tasks: batch, notifyLater: true });
+        const rows =
+          this.withStep !== null && batch.some(endsNode)
+            ? await this.withStep(batch)
+            : await this.db.run(TaskFinishMany, { tasks: batch, notifyLater: true });
         const written = new Set(rows.map((r) => r.id));
         return { finished: rows, lost: batch.filter((f) => !written.has(f.id)).map((f) => f.id) };
       } catch (error) {
@@ -194,4 +202,12 @@ export class Completer {
     }
     return result;
   }
+}
+
+/** A finish that ends its workflow node (unless a retry turns out to be past `good_until`). */
+function endsNode(finish: TaskFinish): boolean {
+  return (
+    finish.workflowId != null &&
+    (finish.status === 'COMPLETED' || finish.status === 'FAILED' || finish.status === 'CANCELLED')
+  );
 }

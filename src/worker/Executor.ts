@@ -572,6 +572,7 @@ function finishOf(
     failedReason: null,
     retryDelayMs,
     crashed,
+    workflowId: task.workflow_id,
   };
 }
 

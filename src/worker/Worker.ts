@@ -89,6 +89,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
       onLost: (role, ids) => this.onLost(role, ids),
       onSettled: (result, finishes) => this.onSettled(result, finishes),
       afterFinish: (written) => this.follow(written),
+      finishAndStep: (finishes) => this.workflows.finishAndStep(finishes),
     });
   }
 

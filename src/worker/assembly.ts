@@ -92,6 +92,7 @@ export function assemble(
     reports,
     notices,
     COMPLETION_BESIDE_AT,
+    sink.finishAndStep,
   );
   const transactions = new TransactionalFinish(db, logger, {
     workerId,

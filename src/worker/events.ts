@@ -72,6 +72,8 @@ export interface WorkerSink {
   onLost(role: HeartbeatRole, ids: string[]): void;
   /** A batch of outcomes was written (or found superseded). */
   onSettled(result: CompleterResult, finishes: TaskFinish[]): void;
+  /** Writes outcomes that end workflow nodes with their workflows' step, in one transaction (see `Completer`). */
+  finishAndStep(finishes: TaskFinish[]): Promise<TaskFinishRow[]>;
   /** Follows outcomes written by maintenance (the reaper), and the workflow steps of tasks handed back, as the worker's own. */
   afterFinish: FinishHook;
 }

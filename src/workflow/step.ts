@@ -22,8 +22,10 @@
  * signal was kept for it or its timer is already due. A waiting node is settled like any other: from its first
  * delivery, or from its due timer (`WAIT_TIMEOUT`, or null for a sleep).
  *
- * After written outcomes the step runs on the server (routines/horsies_workflow_step.sql): the workflows of a batch
- * of finished tasks in one round trip, each locked in id order, the stages above in SQL. What runs the app's code
+ * The step runs on the server (routines/horsies_workflow_step.sql): the workflows of a batch of finished tasks in
+ * one round trip, each locked in id order, the stages above in SQL. A worker writes its own outcomes that end nodes
+ * with their step, in one transaction ({@link WorkflowStepper.finishAndStep}); other outcomes are stepped after
+ * their commit. What runs the app's code
  * or locks a tree stays here and follows that call ({@link followUp}): READY subworkflow and wait nodes started, a
  * parent stepped, and the whole step of a PAUSED workflow or one that pauses on error. The statements below are
  * that part, and the step of a start, a control operation, a delivery and the recovery pass.
@@ -36,7 +38,7 @@ import { v7 as uuidv7 } from 'uuid';
 import type { Database, Queryable } from '../db/Database.js';
 import { isTransientDatabaseError } from '../db/Database.js';
 import { channels } from '../db/Listener.js';
-import type { ClaimAndStartRow, DoneNotice, EndedTaskRow } from '../db/tasks.js';
+import type { ClaimAndStartRow, DoneNotice, EndedTaskRow, TaskFinish, TaskFinishRow } from '../db/tasks.js';
 import {
   WorkflowAdvance,
   WorkflowFinish,
@@ -50,6 +52,7 @@ import {
   WorkflowNodeSettle,
   WorkflowNodeSettleAll,
   WorkflowNodeSummaries,
+  TaskFinishStep,
   WorkflowStepMany,
   WorkflowWithdrawPending,
   startedRows,
@@ -61,6 +64,7 @@ import type {
   WorkflowRow,
   StepSlots,
   WorkflowStatus,
+  TaskFinishStepRow,
   WorkflowStepRow,
 } from '../db/workflows.js';
 import { WorkflowNodeStartWaits } from '../db/waits.js';
@@ -273,6 +277,8 @@ export async function stepParent(
 export class WorkflowStepper {
   private readonly waiting = new Map<string, Set<number>>();
   private readonly stepping = new Set<string>();
+  /** Follow-ups of steps taken with their finish ({@link finishAndStep}), under way. */
+  private readonly following = new Set<Promise<void>>();
   private readonly idleWaiters: (() => void)[] = [];
   private calls = 0;
 
@@ -286,10 +292,12 @@ export class WorkflowStepper {
     private readonly batchSize = 64,
   ) {}
 
-  /** Queues the nodes of written outcomes for a step of their workflows. */
-  add(written: EndedTaskRow[]): void {
+  /** Queues the nodes of written outcomes for a step of their workflows (but those stepped with their finish). */
+  add(written: (EndedTaskRow & { stepped?: boolean })[]): void {
     for (const row of written) {
-      if (row.workflow_id === null || row.workflow_node === null || row.status === 'PENDING') continue;
+      if (row.workflow_id === null || row.workflow_node === null || row.status === 'PENDING' || row.stepped) {
+        continue;
+      }
       const nodes = this.waiting.get(row.workflow_id) ?? new Set<number>();
       nodes.add(row.workflow_node);
       this.waiting.set(row.workflow_id, nodes);
@@ -299,8 +307,60 @@ export class WorkflowStepper {
 
   /** Resolves once every queued node has been stepped (or given up on). */
   idle(): Promise<void> {
-    if (this.waiting.size === 0 && this.stepping.size === 0) return Promise.resolve();
+    if (this.isIdle()) return Promise.resolve();
     return new Promise((resolve) => this.idleWaiters.push(resolve));
+  }
+
+  /**
+   * Writes a worker's batch of outcomes with the step of their workflows, in one transaction and one commit
+   * ({@link TaskFinishStep}), the worker's free slots lent to the step as to any other. Returns the outcomes
+   * written, those whose node was stepped marked `stepped`. What the step left to the caller follows
+   * ({@link followUp}), not awaited: {@link idle} waits for it.
+   */
+  async finishAndStep(finishes: TaskFinish[]): Promise<TaskFinishRow[]> {
+    const slots = this.eager?.reserve() ?? null;
+    let rows: TaskFinishStepRow[];
+    try {
+      rows = await this.db.run(TaskFinishStep, {
+        tasks: finishes,
+        channel: channels.workflowDone(this.db.schema),
+        eager: slots,
+      });
+    } catch (error) {
+      if (slots) this.eager?.started(slots, []);
+      throw error;
+    }
+    const steps = rows.flatMap((r) => (r.step === null ? [] : [r.step]));
+    // Handed over once the write that carried them is settled: a run started at once could end (and queue its
+    // outcome) before the write's caller looks at what queued meanwhile, and be taken for a busy worker's.
+    if (slots) setImmediate(() => this.eager?.started(slots, startedRows(steps)));
+    const nodes = new Map<string, number[]>();
+    for (const r of rows) {
+      if (r.stepped && r.workflow_id !== null && r.workflow_node !== null) {
+        nodes.set(r.workflow_id, [...(nodes.get(r.workflow_id) ?? []), r.workflow_node]);
+      }
+    }
+    // The outcome's commit waited for the flush; what follows it may be redone by recovery, as after any step.
+    const options = { children: this.children, waitForFlush: false };
+    for (const step of steps) {
+      const follow = withRetries(() => followUp(this.db, step, nodes.get(step.workflow_id) ?? [], options))
+        .then(() => undefined)
+        .catch((error: unknown) => this.onError(step.workflow_id, error))
+        .finally(() => {
+          this.following.delete(follow);
+          this.settleIdle();
+        });
+      this.following.add(follow);
+    }
+    return rows.filter((r) => r.step === null);
+  }
+
+  private isIdle(): boolean {
+    return this.waiting.size === 0 && this.stepping.size === 0 && this.following.size === 0;
+  }
+
+  private settleIdle(): void {
+    if (this.isIdle()) for (const resolve of this.idleWaiters.splice(0)) resolve();
   }
 
   private pump(): void {
@@ -321,9 +381,7 @@ export class WorkflowStepper {
         this.calls -= 1;
         for (const id of batch.keys()) this.stepping.delete(id);
         this.pump();
-        if (this.waiting.size === 0 && this.stepping.size === 0) {
-          for (const resolve of this.idleWaiters.splice(0)) resolve();
-        }
+        this.settleIdle();
       });
     }
   }
