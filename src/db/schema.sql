@@ -1183,22 +1183,25 @@ DECLARE
   v_node integer[];
   v_ended_wid text[];
   v_ended_node integer[];
+  v_locked text[];
 BEGIN
-  PERFORM 1 FROM {{schema}}.horsies_workflows w
-  WHERE w.id = ANY (ARRAY(SELECT t.workflow_id FROM {{schema}}.horsies_tasks t
-                          WHERE t.id = ANY (p_ids) AND t.workflow_id IS NOT NULL))
-  ORDER BY w.id
-  FOR UPDATE;
+  v_locked := ARRAY(SELECT w.id FROM {{schema}}.horsies_workflows w
+                    WHERE w.id = ANY (ARRAY(SELECT t.workflow_id FROM {{schema}}.horsies_tasks t
+                                            WHERE t.id = ANY (p_ids) AND t.workflow_id IS NOT NULL))
+                    ORDER BY w.id
+                    FOR UPDATE SKIP LOCKED);
   SELECT coalesce(array_agg(f.id), '{}'), coalesce(array_agg(f.status), '{}'),
          coalesce(array_agg(f.workflow_id), '{}'), coalesce(array_agg(f.workflow_node), '{}'),
-         coalesce(array_agg(f.workflow_id) FILTER (WHERE f.workflow_id IS NOT NULL AND f.status <> 'PENDING'), '{}'),
-         coalesce(array_agg(f.workflow_node) FILTER (WHERE f.workflow_id IS NOT NULL AND f.status <> 'PENDING'), '{}')
+         coalesce(array_agg(f.workflow_id) FILTER (WHERE f.workflow_id = ANY (v_locked) AND f.status <> 'PENDING'),
+                  '{}'),
+         coalesce(array_agg(f.workflow_node) FILTER (WHERE f.workflow_id = ANY (v_locked) AND f.status <> 'PENDING'),
+                  '{}')
   INTO v_ids, v_status, v_wid, v_node, v_ended_wid, v_ended_node
   FROM {{schema}}.horsies_finish_tasks(p_ids, p_worker_ids, NULL, p_statuses, p_results, p_error_codes,
          p_error_messages, p_failed_reasons, p_retry_delays_ms, p_crashed, false, true, p_tokens) f;
   RETURN QUERY
-  SELECT f.id::varchar, f.status::varchar, f.wid::varchar, f.node, f.wid IS NOT NULL AND f.status <> 'PENDING',
-         NULL::jsonb
+  SELECT f.id::varchar, f.status::varchar, f.wid::varchar, f.node,
+         coalesce(f.wid = ANY (v_locked), false) AND f.status <> 'PENDING', NULL::jsonb
   FROM unnest(v_ids, v_status, v_wid, v_node) AS f(id, status, wid, node);
   IF cardinality(v_ended_wid) > 0 THEN
     RETURN QUERY

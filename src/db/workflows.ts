@@ -357,9 +357,10 @@ export interface TaskFinishStepRow extends TaskFinishRow {
 
 /**
  * A worker's batch of outcomes written with the step of their workflows in the same transaction
- * (routines/horsies_finish_and_step.sql): the workflows locked first, the outcomes written as
- * {@link TaskFinishMany} writes them (their task_done notifications left to the caller), then the nodes of the
- * tasks that ended stepped as {@link WorkflowStepMany} steps them, with `eager`. The commit waits for the WAL flush.
+ * (routines/horsies_finish_and_step.sql): the workflows locked first (one that another transaction holds is
+ * skipped, its nodes left unstepped), the outcomes written as {@link TaskFinishMany} writes them (their task_done
+ * notifications left to the caller), then the nodes of the tasks that ended stepped as {@link WorkflowStepMany}
+ * steps them, with `eager`. The commit waits for the WAL flush.
  */
 export const TaskFinishStep = statement<
   { tasks: TaskFinish[]; channel: string; eager: StepSlots | null },

@@ -25,10 +25,10 @@
  * The step runs on the server (routines/horsies_workflow_step.sql): the workflows of a batch of finished tasks in
  * one round trip, each locked in id order, the stages above in SQL. A worker writes its own outcomes that end nodes
  * with their step, in one transaction ({@link WorkflowStepper.finishAndStep}); other outcomes are stepped after
- * their commit. What runs the app's code
- * or locks a tree stays here and follows that call ({@link followUp}): READY subworkflow and wait nodes started, a
- * parent stepped, and the whole step of a PAUSED workflow or one that pauses on error. The statements below are
- * that part, and the step of a start, a control operation, a delivery and the recovery pass.
+ * their commit. What runs the app's code or locks a tree stays here and follows that call ({@link followUp}): READY
+ * subworkflow and wait nodes started, a parent stepped, and the whole step of a PAUSED workflow or one that pauses
+ * on error. The statements below are that part, and the step of a start, a control operation, a delivery and the
+ * recovery pass.
  *
  * Eager dispatch: the worker that runs a step after its own outcomes lends it the slots it has free
  * ({@link EagerStarts}); the step starts the nodes it enqueues in them, for that worker, in the same transaction,

@@ -11,7 +11,9 @@ import { afterAll, afterEach, expect, inject } from 'vitest';
 import type { AppConfig } from '../../src/client/config.js';
 import { App } from '../../src/client/App.js';
 import type { TaskDefinition } from '../../src/client/TaskDefinition.js';
+import type { Database } from '../../src/db/Database.js';
 import { migrate } from '../../src/db/Migrator.js';
+import type { Statement } from '../../src/db/sql.js';
 import { loadMigrations } from '../../src/db/migrationFiles.js';
 import type { Worker } from '../../src/worker/Worker.js';
 
@@ -199,4 +201,15 @@ export async function drainWith<S extends StandardSchemaV1<{ i: number }>, R>(
   } finally {
     await worker.stop();
   }
+}
+
+/** Counts the statements `db` runs from now on, by name. */
+export function countStatements(db: Database): Map<string, number> {
+  const sent = new Map<string, number>();
+  const run = db.run.bind(db);
+  db.run = (<P, R>(stmt: Statement<P, R>, params: P, on?: Parameters<typeof run>[2]) => {
+    sent.set(stmt.name, (sent.get(stmt.name) ?? 0) + 1);
+    return run(stmt, params, on);
+  }) as typeof db.run;
+  return sent;
 }

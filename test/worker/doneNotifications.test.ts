@@ -7,14 +7,13 @@
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { channels } from '../../src/db/Listener.js';
-import type { Statement } from '../../src/db/sql.js';
 import { TaskClaimAndStart, TaskFinishMany } from '../../src/db/tasks.js';
 import type { TaskFinish } from '../../src/db/tasks.js';
 import { DoneNotices } from '../../src/worker/DoneNotices.js';
 import { createWorker } from '../../src/worker/Worker.js';
 import { workflow } from '../../src/workflow/WorkflowDefinition.js';
 import { stepOnServer } from '../../src/workflow/step.js';
-import { eventually, useTestSchema } from '../support/db.js';
+import { countStatements, eventually, useTestSchema } from '../support/db.js';
 import { listenTo } from '../support/notifications.js';
 
 const t = await useTestSchema();
@@ -161,12 +160,7 @@ describe('task_done', () => {
       input: z.object({ n: z.number() }),
       handler: ({ n }) => n + 1,
     });
-    const sent = new Map<string, number>();
-    const run = app.db.run.bind(app.db);
-    app.db.run = (<P, R>(stmt: Statement<P, R>, params: P, on?: Parameters<typeof run>[2]) => {
-      sent.set(stmt.name, (sent.get(stmt.name) ?? 0) + 1);
-      return run(stmt, params, on);
-    }) as typeof app.db.run;
+    const sent = countStatements(app.db);
     const listening = await listenTo([channels.taskDone(t.schema)]);
     const worker = createWorker(app, { concurrency: 2, maintenance: false });
     await worker.start();

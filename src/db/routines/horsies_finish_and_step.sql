@@ -1,11 +1,14 @@
 -- A worker's batch of outcomes written together with the step of their workflows, in one transaction and one
 -- round trip (src/workflow/step.ts): after a workflow task's finish, its workflow moves on without a second
 -- transaction and a second commit. The workflows of the batch's tasks are locked first, in id order, as a step and
--- a control operation lock a workflow before its tasks; then the outcomes are written as horsies_finish_tasks writes
--- them (fenced on their claims, their task_done notifications left to the caller), and the nodes of the tasks that
--- ended are stepped (horsies_workflow_step, with p_eager). The commit waits for the WAL flush, as any outcome's does.
--- Returns one row per written outcome (`stepped`: its node was stepped here; step null), then one per stepped
--- workflow with the step's row as JSON (id null).
+-- a control operation lock a workflow before its tasks; one that another transaction holds (another write's step, a
+-- control operation) is skipped rather than waited for, so that writes of one busy workflow do not queue up behind
+-- each other's WAL flush: its tasks' outcomes are written all the same, and their nodes left to a step after the
+-- commit. Then the outcomes are written as horsies_finish_tasks writes them (fenced on their claims, their task_done
+-- notifications left to the caller), and the nodes of the locked workflows' tasks that ended are stepped
+-- (horsies_workflow_step, with p_eager). The commit waits for the WAL flush, as any outcome's does. Returns one row
+-- per written outcome (`stepped`: its node was stepped here; step null), then one per stepped workflow with the
+-- step's row as JSON (id null).
 CREATE OR REPLACE FUNCTION {{schema}}.horsies_finish_and_step(p_ids text[], p_worker_ids text[], p_statuses text[], p_results jsonb[], p_error_codes text[], p_error_messages text[], p_failed_reasons text[], p_retry_delays_ms integer[], p_crashed boolean[], p_tokens uuid[], p_channel text, p_eager jsonb)
  RETURNS TABLE(id character varying, status character varying, workflow_id character varying, workflow_node integer, stepped boolean, step jsonb)
  LANGUAGE plpgsql
@@ -23,22 +26,25 @@ DECLARE
   v_node integer[];
   v_ended_wid text[];
   v_ended_node integer[];
+  v_locked text[];
 BEGIN
-  PERFORM 1 FROM {{schema}}.horsies_workflows w
-  WHERE w.id = ANY (ARRAY(SELECT t.workflow_id FROM {{schema}}.horsies_tasks t
-                          WHERE t.id = ANY (p_ids) AND t.workflow_id IS NOT NULL))
-  ORDER BY w.id
-  FOR UPDATE;
+  v_locked := ARRAY(SELECT w.id FROM {{schema}}.horsies_workflows w
+                    WHERE w.id = ANY (ARRAY(SELECT t.workflow_id FROM {{schema}}.horsies_tasks t
+                                            WHERE t.id = ANY (p_ids) AND t.workflow_id IS NOT NULL))
+                    ORDER BY w.id
+                    FOR UPDATE SKIP LOCKED);
   SELECT coalesce(array_agg(f.id), '{}'), coalesce(array_agg(f.status), '{}'),
          coalesce(array_agg(f.workflow_id), '{}'), coalesce(array_agg(f.workflow_node), '{}'),
-         coalesce(array_agg(f.workflow_id) FILTER (WHERE f.workflow_id IS NOT NULL AND f.status <> 'PENDING'), '{}'),
-         coalesce(array_agg(f.workflow_node) FILTER (WHERE f.workflow_id IS NOT NULL AND f.status <> 'PENDING'), '{}')
+         coalesce(array_agg(f.workflow_id) FILTER (WHERE f.workflow_id = ANY (v_locked) AND f.status <> 'PENDING'),
+                  '{}'),
+         coalesce(array_agg(f.workflow_node) FILTER (WHERE f.workflow_id = ANY (v_locked) AND f.status <> 'PENDING'),
+                  '{}')
   INTO v_ids, v_status, v_wid, v_node, v_ended_wid, v_ended_node
   FROM {{schema}}.horsies_finish_tasks(p_ids, p_worker_ids, NULL, p_statuses, p_results, p_error_codes,
          p_error_messages, p_failed_reasons, p_retry_delays_ms, p_crashed, false, true, p_tokens) f;
   RETURN QUERY
-  SELECT f.id::varchar, f.status::varchar, f.wid::varchar, f.node, f.wid IS NOT NULL AND f.status <> 'PENDING',
-         NULL::jsonb
+  SELECT f.id::varchar, f.status::varchar, f.wid::varchar, f.node,
+         coalesce(f.wid = ANY (v_locked), false) AND f.status <> 'PENDING', NULL::jsonb
   FROM unnest(v_ids, v_status, v_wid, v_node) AS f(id, status, wid, node);
   IF cardinality(v_ended_wid) > 0 THEN
     RETURN QUERY
