@@ -336,9 +336,10 @@ export class WorkflowStepper {
     if (slots) setImmediate(() => this.eager?.started(slots, startedRows(steps)));
     const nodes = new Map<string, number[]>();
     for (const r of rows) {
-      if (r.stepped && r.workflow_id !== null && r.workflow_node !== null) {
-        nodes.set(r.workflow_id, [...(nodes.get(r.workflow_id) ?? []), r.workflow_node]);
-      }
+      if (!r.stepped || r.workflow_id === null || r.workflow_node === null) continue;
+      const list = nodes.get(r.workflow_id);
+      if (list) list.push(r.workflow_node);
+      else nodes.set(r.workflow_id, [r.workflow_node]);
     }
     // The outcome's commit waited for the flush; what follows it may be redone by recovery, as after any step.
     const options = { children: this.children, waitForFlush: false };

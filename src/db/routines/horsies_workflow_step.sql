@@ -5,7 +5,8 @@
 -- linked to a task id), those nodes' tasks inserted (inputs resolved from the upstream results as
 -- src/workflow/wiring.ts resolves them), and the workflows advanced; those whose every node is terminal finish, one
 -- by one (their result or first failure, and the notification on p_channel). Statement by statement rather than
--- workflow by workflow: what a statement costs to start is paid once for the batch. One row per workflow, in id order, tells the caller what is left to it:
+-- workflow by workflow: what a statement costs to start is paid once for the batch. One row per workflow, in id
+-- order, tells the caller what is left to it:
 --   fallback: nothing was done (a PAUSED workflow, or one that pauses on error); the caller runs the whole step;
 --   ready: subworkflow and wait nodes left READY, which the caller starts (it runs the app's code);
 --   parent_id, parent_node: a child workflow that ended; its parent's node steps next.
