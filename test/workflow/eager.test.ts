@@ -177,8 +177,14 @@ describe('a worker running a chain', () => {
       maintenance: false,
       ...config,
     });
+    // The chain starts after the worker's first claim pass: a pass in flight when the first link is sent may claim
+    // it before the link's notification arrives, and that late notification would keep the first step from being
+    // lent slots (the queues are no longer known dry).
+    const passed = worker.testSignals.producer.passed;
+    passed.enable();
     await worker.start();
     try {
+      await passed.wait();
       const wf = workflow(chainApp, name);
       let last = wf.node(add, { input: { n: 0 } });
       for (let i = 1; i < 6; i += 1) last = wf.node(add, { input: { n: last.result } });
