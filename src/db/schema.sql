@@ -659,6 +659,8 @@ CREATE OR REPLACE FUNCTION {{schema}}.horsies_claim_and_start(p_queue text, p_ta
  SET enable_seqscan TO 'off'
  SET enable_hashjoin TO 'off'
  SET enable_mergejoin TO 'off'
+ SET enable_bitmapscan TO 'off'
+ SET enable_sort TO 'off'
 AS $function$
 #variable_conflict use_column
 DECLARE

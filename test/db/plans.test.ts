@@ -138,4 +138,43 @@ describe('plans of the hot path', () => {
     );
     expect(counts).toEqual({ completed: '2', attempts: '3' });
   });
+
+  it('keep the claim walking its index in claim order when the statistics expect few rows past its filters', async () => {
+    const app = t.app();
+    const task = app.task({ name: 'plans.ordered', input: z.object({ i: z.number() }), handler: () => null });
+    await t.query(`ALTER TABLE {{schema}}.horsies_tasks SET (autovacuum_enabled = false)`);
+    await task.sendMany(Array.from({ length: 10_000 }, (_, i) => ({ input: { i } })));
+    await t.query(`ANALYZE {{schema}}.horsies_tasks`);
+    // Statistics such as a run over several queues and many task names leaves: a queue holds a twelfth of the rows,
+    // in no physical order, and a task name is nearly unique. The planner then expects one row past the filters and
+    // prefers collecting every entry of the queue through a bitmap and sorting them, at every claim.
+    await t.query(
+      `SELECT pg_restore_attribute_stats('schemaname', $1::text, 'relname', 'horsies_tasks', 'attname', 'queue_name',
+         'inherited', false, 'null_frac', 0::real, 'avg_width', 8, 'n_distinct', 12::real, 'correlation', 0::real),
+       pg_restore_attribute_stats('schemaname', $1::text, 'relname', 'horsies_tasks', 'attname', 'task_name',
+         'inherited', false, 'null_frac', 0::real, 'avg_width', 16, 'n_distinct', -1::real)`,
+      [t.schema],
+    );
+    const client = await t.pool.connect();
+    clients.push(client);
+    await client.query(`LOAD 'auto_explain'`);
+    const [first] = await t.query<{ ids: string[] }>(
+      `SELECT array_agg(id ORDER BY priority, enqueued_at, id) AS ids FROM (
+         SELECT id, priority, enqueued_at FROM {{schema}}.horsies_tasks
+         WHERE task_name = 'plans.ordered' AND status = 'PENDING' ORDER BY priority, enqueued_at, id LIMIT 10) f`,
+    );
+    let claimed: string[] = [];
+    const plans = await plansOf(client, async () => {
+      const { rows } = await client.query<{ id: string }>(
+        `SELECT * FROM "${t.schema}".horsies_claim_and_start('default', ARRAY['plans.ordered'], 10, 60000,
+           'plans-worker', 'host', 1, 'proc', 0, false)`,
+      );
+      claimed = rows.map((r) => r.id);
+    });
+    expect(claimed).toEqual(first!.ids);
+    const claim = plans.filter((p) => p.includes('horsies_tasks_claim_idx'));
+    expect(claim).toHaveLength(1);
+    expect(claim[0]).toMatch(/Index Scan using horsies_tasks_claim_idx on horsies_tasks n/);
+    expect(claim[0]).not.toMatch(/Bitmap Heap Scan on horsies_tasks|Sort Key/);
+  });
 });

@@ -2,7 +2,9 @@
 -- enqueued_at, then id), FOR UPDATE SKIP LOCKED, passing by tasks of paused workflows; the first p_start of them
 -- are written RUNNING in the same update (horsies_start_rows): a worker with free slots claims and starts in one
 -- round trip. One generic plan per connection, with index lookups only; one queue per call on purpose: with
--- `queue_name = p_queue` the planner walks horsies_tasks_claim_idx in order and stops after p_limit rows.
+-- `queue_name = p_queue` the planner walks horsies_tasks_claim_idx in order and stops after p_limit rows. Bitmap
+-- scans and sorts are off so that it always does: statistics that put few rows past the filters (several queues,
+-- many task names) made it collect every PENDING entry of the queue through a bitmap and sort them, at each claim.
 --
 -- Durability: the transaction commits without waiting for its WAL flush unless it starts tasks and p_wait_for_flush
 -- is set. A server crash can lose such a commit: a lost claim leaves the task PENDING, a lost start leaves it PENDING
@@ -17,6 +19,8 @@ CREATE OR REPLACE FUNCTION {{schema}}.horsies_claim_and_start(p_queue text, p_ta
  SET enable_seqscan TO 'off'
  SET enable_hashjoin TO 'off'
  SET enable_mergejoin TO 'off'
+ SET enable_bitmapscan TO 'off'
+ SET enable_sort TO 'off'
 AS $function$
 #variable_conflict use_column
 DECLARE
