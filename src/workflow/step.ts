@@ -334,26 +334,36 @@ export class WorkflowStepper {
     // Handed over once the write that carried them is settled: a run started at once could end (and queue its
     // outcome) before the write's caller looks at what queued meanwhile, and be taken for a busy worker's.
     if (slots) setImmediate(() => this.eager?.started(slots, startedRows(steps)));
-    const nodes = new Map<string, number[]>();
-    for (const r of rows) {
-      if (!r.stepped || r.workflow_id === null || r.workflow_node === null) continue;
-      const list = nodes.get(r.workflow_id);
-      if (list) list.push(r.workflow_node);
-      else nodes.set(r.workflow_id, [r.workflow_node]);
-    }
-    // The outcome's commit waited for the flush; what follows it may be redone by recovery, as after any step.
-    const options = { children: this.children, waitForFlush: false };
-    for (const step of steps) {
-      const follow = withRetries(() => followUp(this.db, step, nodes.get(step.workflow_id) ?? [], options))
-        .then(() => undefined)
-        .catch((error: unknown) => this.onError(step.workflow_id, error))
-        .finally(() => {
-          this.following.delete(follow);
-          this.settleIdle();
-        });
+    if (steps.length > 0) {
+      const nodes = new Map<string, number[]>();
+      for (const r of rows) {
+        if (!r.stepped || r.workflow_id === null || r.workflow_node === null) continue;
+        const list = nodes.get(r.workflow_id);
+        if (list) list.push(r.workflow_node);
+        else nodes.set(r.workflow_id, [r.workflow_node]);
+      }
+      const follow = this.follow(steps, nodes).finally(() => {
+        this.following.delete(follow);
+        this.settleIdle();
+      });
       this.following.add(follow);
     }
     return rows.filter((r) => r.step === null);
+  }
+
+  /**
+   * What each step left to TypeScript ({@link followUp}), for the nodes it stepped. It follows outcomes whose
+   * commit waited for the flush: a crash that undoes it is repaired by recovery, as after any step.
+   */
+  private async follow(steps: WorkflowStepRow[], nodes: Map<string, number[]>): Promise<void> {
+    const options = { children: this.children, waitForFlush: false };
+    await Promise.all(
+      steps.map((step) =>
+        withRetries(() => followUp(this.db, step, nodes.get(step.workflow_id) ?? [], options)).catch(
+          (error: unknown) => this.onError(step.workflow_id, error),
+        ),
+      ),
+    );
   }
 
   private isIdle(): boolean {
@@ -388,8 +398,6 @@ export class WorkflowStepper {
   }
 
   private async run(batch: Map<string, number[]>): Promise<void> {
-    // Follows outcomes already flushed: a crash that undoes this step is repaired by recovery.
-    const options = { children: this.children, waitForFlush: false };
     let rows: WorkflowStepRow[];
     const slots = this.eager?.reserve() ?? null;
     const notify = this.notices?.take();
@@ -402,13 +410,7 @@ export class WorkflowStepper {
       return;
     }
     if (slots) this.eager?.started(slots, startedRows(rows));
-    await Promise.all(
-      rows.map((row) =>
-        withRetries(() => followUp(this.db, row, batch.get(row.workflow_id) ?? [], options)).catch(
-          (error: unknown) => this.onError(row.workflow_id, error),
-        ),
-      ),
-    );
+    await this.follow(rows, batch);
   }
 }
 
