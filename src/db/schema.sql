@@ -1178,13 +1178,12 @@ CREATE OR REPLACE FUNCTION {{schema}}.horsies_finish_and_step(p_ids text[], p_wo
 AS $function$
 #variable_conflict use_column
 DECLARE
-  -- The outcomes written, and the nodes of those that ended (parallel: workflow, node).
+  -- The outcomes written (parallel: task, status, workflow, node, and whether its node is stepped here).
   v_ids text[];
   v_status text[];
   v_wid text[];
   v_node integer[];
-  v_ended_wid text[];
-  v_ended_node integer[];
+  v_stepped boolean[];
   v_locked text[];
 BEGIN
   v_locked := ARRAY(SELECT w.id FROM {{schema}}.horsies_workflows w
@@ -1192,23 +1191,23 @@ BEGIN
                                             WHERE t.id = ANY (p_ids) AND t.workflow_id IS NOT NULL))
                     ORDER BY w.id
                     FOR UPDATE SKIP LOCKED);
+  -- A node is stepped here when its task ended (a retry leaves it PENDING) and its workflow is locked.
   SELECT coalesce(array_agg(f.id), '{}'), coalesce(array_agg(f.status), '{}'),
          coalesce(array_agg(f.workflow_id), '{}'), coalesce(array_agg(f.workflow_node), '{}'),
-         coalesce(array_agg(f.workflow_id) FILTER (WHERE f.workflow_id = ANY (v_locked) AND f.status <> 'PENDING'),
-                  '{}'),
-         coalesce(array_agg(f.workflow_node) FILTER (WHERE f.workflow_id = ANY (v_locked) AND f.status <> 'PENDING'),
-                  '{}')
-  INTO v_ids, v_status, v_wid, v_node, v_ended_wid, v_ended_node
+         coalesce(array_agg(coalesce(f.workflow_id = ANY (v_locked), false) AND f.status <> 'PENDING'), '{}')
+  INTO v_ids, v_status, v_wid, v_node, v_stepped
   FROM {{schema}}.horsies_finish_tasks(p_ids, p_worker_ids, NULL, p_statuses, p_results, p_error_codes,
          p_error_messages, p_failed_reasons, p_retry_delays_ms, p_crashed, false, true, p_tokens) f;
   RETURN QUERY
-  SELECT f.id::varchar, f.status::varchar, f.wid::varchar, f.node,
-         coalesce(f.wid = ANY (v_locked), false) AND f.status <> 'PENDING', NULL::jsonb
-  FROM unnest(v_ids, v_status, v_wid, v_node) AS f(id, status, wid, node);
-  IF cardinality(v_ended_wid) > 0 THEN
+  SELECT f.id::varchar, f.status::varchar, f.wid::varchar, f.node, f.stepped, NULL::jsonb
+  FROM unnest(v_ids, v_status, v_wid, v_node, v_stepped) AS f(id, status, wid, node, stepped);
+  IF true = ANY (v_stepped) THEN
     RETURN QUERY
     SELECT NULL::varchar, NULL::varchar, NULL::varchar, NULL::integer, NULL::boolean, to_jsonb(s)
-    FROM {{schema}}.horsies_workflow_step(v_ended_wid, v_ended_node, p_channel, true, p_eager) s;
+    FROM {{schema}}.horsies_workflow_step(
+      ARRAY(SELECT e.wid FROM unnest(v_wid, v_stepped) AS e(wid, stepped) WHERE e.stepped),
+      ARRAY(SELECT e.node FROM unnest(v_node, v_stepped) AS e(node, stepped) WHERE e.stepped),
+      p_channel, true, p_eager) s;
   END IF;
 END;
 $function$;
