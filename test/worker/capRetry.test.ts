@@ -12,20 +12,15 @@ import { TaskStartWithinCap } from '../../src/db/capacity.js';
 import { TaskError } from '../../src/errors.js';
 import { createWorker } from '../../src/worker/Worker.js';
 import type { Worker } from '../../src/worker/Worker.js';
-import { trackStarts, useTestSchema, waitForEvent } from '../support/db.js';
+import { countStatements, trackStarts, useTestSchema, waitForEvent } from '../support/db.js';
 import { gate } from '../support/gate.js';
 
 const t = await useTestSchema();
 
 /** Counts the starts under the cap's lock that `app`'s workers run from now on. */
 function countCapLocks(app: App): () => number {
-  let locks = 0;
-  const run = app.db.run.bind(app.db);
-  app.db.run = ((stmt, params, on) => {
-    if (stmt.name === TaskStartWithinCap.name) locks += 1;
-    return run(stmt, params, on);
-  }) as typeof app.db.run;
-  return () => locks;
+  const sent = countStatements(app.db);
+  return () => sent.get(TaskStartWithinCap.name) ?? 0;
 }
 
 // The retries back off to 2 s: after 1, 2, 4, ... 1,024 ms, the next comes 2,048 ms later. Within the time a test
